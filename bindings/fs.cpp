@@ -1,0 +1,53 @@
+// bv.fs: the few file operations Lua code needs that the Lua standard library lacks (mkdir)
+// or does badly (atomic writes).
+#include <lua.hpp>
+
+#include "core/fs.h"
+#include "lua_util.h"
+
+namespace bv::lua {
+
+namespace {
+
+int fs_mkdirs(lua_State* L) {
+  fs::mkdirs(luaL_checkstring(L, 1));
+  return 0;
+}
+
+int fs_exists(lua_State* L) {
+  lua_pushboolean(L, fs::exists(luaL_checkstring(L, 1)));
+  return 1;
+}
+
+int fs_is_dir(lua_State* L) {
+  lua_pushboolean(L, fs::is_dir(luaL_checkstring(L, 1)));
+  return 1;
+}
+
+int fs_read_file(lua_State* L) {
+  std::string data = fs::read_file(luaL_checkstring(L, 1));
+  lua_pushlstring(L, data.data(), data.size());
+  return 1;
+}
+
+int fs_write_file(lua_State* L) {
+  size_t n = 0;
+  const char* data = luaL_checklstring(L, 2, &n);
+  fs::write_file(luaL_checkstring(L, 1), std::string(data, n));
+  return 0;
+}
+
+}  // namespace
+
+// Adds bv.fs to the table on top of the stack.
+void open_fs(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      BV_FN("mkdirs", fs_mkdirs),         BV_FN("exists", fs_exists),
+      BV_FN("is_dir", fs_is_dir),         BV_FN("read_file", fs_read_file),
+      BV_FN("write_file", fs_write_file), {nullptr, nullptr},
+  };
+  luaL_newlib(L, functions);
+  lua_setfield(L, -2, "fs");
+}
+
+}  // namespace bv::lua

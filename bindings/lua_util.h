@@ -1,0 +1,49 @@
+// The Lua <-> C++ boundary: every Lua-visible C++ function is registered through `guarded`,
+// which turns a C++ exception (bv::Error, c10::Error, std::bad_alloc, ...) into an ordinary Lua
+// error prefixed with the calling script's file:line. The Lua library is the C++ build
+// (lua5.4-c++), so a Lua error raised inside a bound function unwinds C++ destructors too.
+#pragma once
+
+#include <lua.hpp>
+
+#include <exception>
+#include <string>
+
+namespace bv::lua {
+
+// Pushes "file:line: " of the nearest calling Lua function ("" when there is none).
+void push_where(lua_State* L);
+
+// Pushes "file:line: message" for an exception caught in a bound function.
+void push_exception_message(lua_State* L, const std::exception& e);
+
+// Never `catch (...)` here: in the C++ build Lua's own errors are C++ exceptions that must pass.
+template <lua_CFunction F>
+int guarded(lua_State* L) {
+  try {
+    return F(L);
+  } catch (const std::exception& e) {
+    push_exception_message(L, e);
+  }
+  return lua_error(L);  // raised after the catch block has ended and the exception is gone
+}
+
+// A luaL_Reg entry whose function goes through the guard.
+#define BV_FN(name, fn) \
+  { name, ::bv::lua::guarded<fn> }
+
+// Message handler for lua_pcall: appends a traceback to string errors.
+int traceback_handler(lua_State* L);
+
+// Calls the function below its nargs arguments with the traceback handler. Returns the Lua status;
+// on error the message (with traceback) is left on the stack.
+int pcall_traceback(lua_State* L, int nargs, int nresults);
+
+// Argument helpers with messages that name the function argument.
+int64_t check_int(lua_State* L, int arg);
+bool check_bool(lua_State* L, int arg);
+
+// Raises a Lua error "file:line: <message>" from inside a bound function.
+[[noreturn]] void raise(lua_State* L, const std::string& message);
+
+}  // namespace bv::lua

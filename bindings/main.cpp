@@ -1,0 +1,175 @@
+// bvlua: the one entry point. Parses the global flags and the subcommand, makes a Lua state and
+// hands over to Lua (scripts, `bv.commands.train`) or to the prompt.
+//   exit codes: 0 ok, 1 a Lua error (message and traceback on stderr), 2 a usage error.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/machine.h"
+#include "lua_util.h"
+#include "repl.h"
+#include "state.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: bvlua [--threads N] COMMAND [ARGS...]\n"
+    "\n"
+    "commands:\n"
+    "  run SCRIPT.lua [ARGS...]   run a Lua script (its arguments in `arg`, as lua does)\n"
+    "  -e CODE                    run a chunk of Lua\n"
+    "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
+    "                             resolve a config (see `bvlua train --help`)\n"
+    "  repl                       an interactive Lua prompt\n"
+    "\n"
+    "options:\n"
+    "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores)\n"
+    "  --version     print the versions of bvlua and libtorch, and whether CUDA is available\n"
+    "  -h, --help    this text; `bvlua COMMAND --help` for a command\n";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "bvlua: %s\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+bool parse_threads(const std::string& text, int* out) {
+  char* end = nullptr;
+  long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < 1 || n > 4096) return false;
+  *out = static_cast<int>(n);
+  return true;
+}
+
+// Prints a Lua error (already carrying its traceback) and returns exit code 1.
+int report_lua_error(lua_State* L) {
+  const char* msg = lua_tostring(L, -1);
+  std::fprintf(stderr, "bvlua: %s\n", msg ? msg : "(error object is not a string)");
+  return 1;
+}
+
+// The `arg` table as lua.c builds it: arg[0] is the script, arg[1..] its arguments, and the
+// interpreter's own words at negative indices.
+void set_arg_table(lua_State* L, const std::vector<std::string>& argv, int script_index) {
+  lua_createtable(L, static_cast<int>(argv.size()), script_index + 1);
+  for (int i = 0; i < static_cast<int>(argv.size()); ++i) {
+    lua_pushstring(L, argv[i].c_str());
+    lua_rawseti(L, -2, i - script_index);
+  }
+  lua_setglobal(L, "arg");
+}
+
+int run_script(lua_State* L, const std::vector<std::string>& argv, int script_index) {
+  set_arg_table(L, argv, script_index);
+  const std::string& path = argv[script_index];
+  if (luaL_loadfilex(L, path.c_str(), "t") != LUA_OK) return report_lua_error(L);
+  int nargs = 0;
+  for (size_t i = script_index + 1; i < argv.size(); ++i, ++nargs) lua_pushstring(L, argv[i].c_str());
+  if (bv::lua::pcall_traceback(L, nargs, 0) != LUA_OK) return report_lua_error(L);
+  return 0;
+}
+
+int run_chunk(lua_State* L, const std::string& code) {
+  if (luaL_loadbufferx(L, code.data(), code.size(), "=(command line)", "t") != LUA_OK) {
+    return report_lua_error(L);
+  }
+  if (bv::lua::pcall_traceback(L, 0, 0) != LUA_OK) return report_lua_error(L);
+  return 0;
+}
+
+// Calls require(module).main(args) and returns its integer result as the exit code.
+int run_lua_command(lua_State* L, const char* module, const std::vector<std::string>& args) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, module);
+  if (bv::lua::pcall_traceback(L, 1, 1) != LUA_OK) return report_lua_error(L);
+  lua_getfield(L, -1, "main");
+  lua_createtable(L, static_cast<int>(args.size()), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    lua_pushstring(L, args[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  if (bv::lua::pcall_traceback(L, 1, 1) != LUA_OK) return report_lua_error(L);
+  return lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
+}
+
+void print_version() {
+  std::printf("bvlua %s\nlibtorch %s\ncuda %s", BV_VERSION, bv::torch_version().c_str(),
+              bv::cuda_available() ? "available" : "not available");
+  if (bv::cuda_available()) std::printf(" (%d devices)", bv::cuda_device_count());
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  int threads = bv::cpu_cores();
+  if (const char* env = std::getenv("BV_THREADS")) {
+    if (!parse_threads(env, &threads)) return usage_error(std::string("bad BV_THREADS='") + env + "'");
+  }
+
+  // Global flags come before the command.
+  size_t i = 1;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--version") {
+      print_version();
+      return 0;
+    } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
+      std::string value = a == "--threads" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(10);
+      if (!parse_threads(value, &threads)) return usage_error("--threads needs a positive integer, got '" + value + "'");
+    } else if (!a.empty() && a[0] == '-' && a != "-e") {
+      return usage_error("unknown option '" + a + "'");
+    } else {
+      break;
+    }
+  }
+  if (i == args.size()) return usage_error("missing command");
+  const std::string command = args[i];
+  std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
+  bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
+
+  if (command != "run" && command != "-e" && command != "train" && command != "repl") {
+    return usage_error("unknown command '" + command + "'");
+  }
+  if (command == "run" && wants_help) {
+    std::puts("usage: bvlua run SCRIPT.lua [ARGS...]\n\nRuns a Lua script in a bvlua state (the `bv` "
+              "library loaded); ARGS are in the global `arg` table and in `...`.");
+    return 0;
+  }
+  if (command == "repl" && wants_help) {
+    std::puts("usage: bvlua repl\n\nAn interactive Lua prompt with the `bv` library loaded. An "
+              "expression prints its value; a trailing ';' keeps it quiet; Ctrl-D exits.");
+    return 0;
+  }
+  if (command == "run" && rest.empty()) return usage_error("run: missing SCRIPT.lua");
+  if (command == "-e" && rest.empty()) return usage_error("-e: missing CODE");
+  if (command == "repl" && !rest.empty()) return usage_error("repl: unexpected argument '" + rest[0] + "'");
+
+  lua_State* L = nullptr;
+  try {
+    bv::set_threads(threads);
+    L = bv::lua::new_state(bv::lua::find_lib_dir(argv[0]));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bvlua: %s\n", e.what());
+    return 1;
+  }
+
+  int code = 0;
+  if (command == "run") {
+    code = run_script(L, args, static_cast<int>(i + 1));
+  } else if (command == "-e") {
+    code = run_chunk(L, rest[0]);
+  } else if (command == "train") {
+    code = run_lua_command(L, "bv.commands.train", rest);
+  } else {
+    code = bv::lua::run_repl(L);
+  }
+  lua_close(L);
+  return code;
+}

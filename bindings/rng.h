@@ -1,0 +1,15 @@
+// bv.Rng: Lua userdata owning a bv::Rng stream (bv.rng(seed)).
+#pragma once
+
+#include <lua.hpp>
+
+#include "core/rng.h"
+
+namespace bv::lua {
+
+constexpr const char* kRngMeta = "bv.Rng";
+
+Rng* test_rng(lua_State* L, int arg);  // nullptr when not an Rng
+void open_rng(lua_State* L);           // adds bv.rng to the table on top of the stack
+
+}  // namespace bv::lua

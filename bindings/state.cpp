@@ -1,0 +1,106 @@
+#include "state.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/machine.h"
+#include "lua_util.h"
+#include "rng.h"
+#include "tensor.h"
+
+#ifndef BV_SOURCE_LIB_DIR
+#define BV_SOURCE_LIB_DIR ""
+#endif
+
+namespace bv::lua {
+
+void open_fs(lua_State* L);  // fs.cpp
+
+namespace {
+
+int machine_threads(lua_State* L) {
+  if (!lua_isnoneornil(L, 1)) set_threads(static_cast<int>(check_int(L, 1)));
+  lua_pushinteger(L, get_threads());
+  return 1;
+}
+
+int machine_cuda_available(lua_State* L) {
+  lua_pushboolean(L, cuda_available());
+  return 1;
+}
+
+std::string executable_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+bool has_bv_lib(const std::string& dir) { return !dir.empty() && fs::exists(dir + "/bv/init.lua"); }
+
+}  // namespace
+
+std::string find_lib_dir(const char* /*argv0*/) {
+  if (const char* env = std::getenv("BV_LIB_DIR")) {
+    BV_CHECK(has_bv_lib(env), "BV_LIB_DIR='", env, "' has no bv/init.lua");
+    return env;
+  }
+  std::string beside = executable_dir() + "/../lib";
+  if (has_bv_lib(beside)) return beside;
+  std::string source = BV_SOURCE_LIB_DIR;
+  if (has_bv_lib(source)) return source;
+  fail("cannot find the bvlua Lua library (bv/init.lua): looked in ", beside, " and '", source,
+       "'; set BV_LIB_DIR to the project's lib/ directory");
+}
+
+int open_native(lua_State* L) {
+  lua_newtable(L);
+  open_tensor(L);
+  open_rng(L);
+  open_fs(L);
+  static const luaL_Reg functions[] = {
+      BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, functions, 0);
+  lua_pushstring(L, torch_version().c_str());
+  lua_setfield(L, -2, "torch_version");
+  lua_pushstring(L, BV_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+lua_State* new_state(const std::string& lib_dir) {
+  lua_State* L = luaL_newstate();
+  BV_CHECK(L, "cannot create a Lua state: out of memory");
+  luaL_openlibs(L);
+
+  // package.path: lib/ first, so `require "bv.config"` finds ours before anything installed.
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  std::string path = lib_dir + "/?.lua;" + lib_dir + "/?/init.lua;" + lua_tostring(L, -1);
+  lua_pop(L, 1);
+  lua_pushstring(L, path.c_str());
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, open_native);
+  lua_setfield(L, -2, "bv._C");
+  lua_pop(L, 2);
+
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "bv");
+  if (pcall_traceback(L, 1, 1) != LUA_OK) {
+    std::string msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)";
+    lua_close(L);
+    fail("loading the bv library failed: ", msg);
+  }
+  lua_setglobal(L, "bv");
+  return L;
+}
+
+}  // namespace bv::lua

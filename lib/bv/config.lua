@@ -1,0 +1,475 @@
+-- bv.config: big_vision's config semantics for Lua configs.
+--
+-- A config is a Lua file that returns a table, or a function get_config(arg) that builds one
+-- from the text after ':' in `path/to/config.lua:ARGS` (see M.parse_arg for that text).
+-- After loading, `--config.a.b=VALUE` overrides replace existing fields, converted to the type
+-- the field already has; like big_vision's locked ConfigDict, a key that does not exist cannot
+-- be created from the command line. A field holding nil or bv.literal.null has no type to
+-- convert to, so it counts as missing: give such fields a real default in the config.
+local literal = require "bv.literal"
+local json = require "bv.json"
+
+local M = {}
+
+local null = literal.null
+
+-- Text -> value conversions shared by parse_arg and override --------------------------------
+
+-- Like Python's int(): optional sign and blanks, decimal digits only ("2.5" is no int).
+local function to_int(text)
+  local digits = text:match("^%s*([+-]?%d+)%s*$")
+  return digits and math.tointeger(tonumber(digits))
+end
+
+local SPECIAL_FLOATS = {
+  inf = math.huge, ["+inf"] = math.huge, ["-inf"] = -math.huge,
+  infinity = math.huge, ["+infinity"] = math.huge, ["-infinity"] = -math.huge,
+  nan = 0 / 0, ["+nan"] = 0 / 0, ["-nan"] = 0 / 0,
+}
+
+-- Like Python's float(): decimal or exponent notation, inf and nan; Lua's hex forms are not
+-- Python's, so they are refused.
+local function to_float(text)
+  local t = text:match("^%s*(.-)%s*$"):lower()
+  if SPECIAL_FLOATS[t] then return SPECIAL_FLOATS[t] end
+  if t:find("x", 1, true) then return nil end
+  local v = tonumber(t)
+  return v and v + 0.0
+end
+
+local STRICT_BOOLS = {["true"] = true, ["false"] = false, [""] = false}
+
+-- absl's flag parser accepts these spellings for boolean config fields.
+local LOOSE_BOOLS = {
+  ["true"] = true, ["false"] = false, ["1"] = true, ["0"] = false,
+  yes = true, no = false,
+}
+
+-- parse_arg ---------------------------------------------------------------------------------
+
+local TYPE_NAMES = {int = true, float = true, string = true, bool = true}
+
+local function kind_of(v)
+  if math.type(v) == "integer" then return "int" end
+  if math.type(v) == "float" then return "float" end
+  if type(v) == "string" then return "string" end
+  if type(v) == "boolean" then return "bool" end
+  return nil
+end
+
+-- {default, "int"} (default may be nil): exactly keys 2 and maybe 1, [2] a type name.
+local function is_typed(v)
+  if type(v) ~= "table" or v == null or not TYPE_NAMES[v[2]] then return false end
+  for k in pairs(v) do
+    if k ~= 1 and k ~= 2 then return false end
+  end
+  return true
+end
+
+local function spec_entry(name, v)
+  if type(name) ~= "string" then
+    error("parse_arg: spec keys must be strings, got " .. tostring(name), 4)
+  end
+  if is_typed(v) then return {name = name, default = v[1], kind = v[2]} end
+  if v ~= nil and not kind_of(v) then
+    -- Lists cannot work: ',' already separates the arguments.
+    error(string.format('parse_arg: spec "%s" has a %s default; use an int, float, string, '
+      .. 'boolean or {default, "int"|"float"|"string"|"bool"}', name, type(v)), 4)
+  end
+  return {name = name, default = v, kind = kind_of(v)}
+end
+
+-- Spec entries in order: the list part ({{"res", 224}, ...}) first, in the order written,
+-- then named fields ({res = 224}) sorted by name. `first` is the key a bare value goes to:
+-- the first listed entry, or the only entry; nil when the order is unknown.
+local function normalize_spec(spec)
+  local entries, by_name = {}, {}
+  local function add(e)
+    if by_name[e.name] then error('parse_arg: spec key "' .. e.name .. '" given twice', 4) end
+    entries[#entries + 1], by_name[e.name] = e, e
+  end
+  local n = #spec
+  for i = 1, n do
+    local item = spec[i]
+    if type(item) ~= "table" or type(item[1]) ~= "string" then
+      error("parse_arg: ordered spec item " .. i .. ' must be {"key", default}', 3)
+    end
+    add(spec_entry(item[1], item[2]))
+  end
+  local names = {}
+  for k in pairs(spec) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then names[#names + 1] = k end
+  end
+  table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(names) do add(spec_entry(k, spec[k])) end
+  local first = (n > 0 or #entries == 1) and entries[1] and entries[1].name or nil
+  return entries, by_name, first
+end
+
+local function convert(entry, text)
+  local kind, name = entry.kind, entry.name
+  if kind == nil then
+    error(string.format('parse_arg: key "%s" has a nil default, so its type is unknown; '
+      .. 'write it as {nil, "int"} (or "float", "string", "bool")', name), 3)
+  end
+  local v
+  if kind == "bool" then
+    v = STRICT_BOOLS[text:lower()]
+  elseif kind == "int" then
+    v = to_int(text)
+  elseif kind == "float" then
+    v = to_float(text)
+  else
+    v = text
+  end
+  if v == nil then
+    local want = ({bool = "true or false", int = "an int", float = "a float"})[kind]
+    error(string.format('parse_arg: key "%s" expects %s, got "%s"', name, want, text), 3)
+  end
+  return v
+end
+
+-- The type of an argument nobody declared: bool, then int, then float, else string.
+local function auto_type(text)
+  local b = STRICT_BOOLS[text:lower()]
+  if b ~= nil and text ~= "" then return b end
+  local i = to_int(text)
+  if i then return i end
+  local f = to_float(text)
+  if f then return f end
+  return text
+end
+
+-- Reads "flip=true,res=224,name=foo" (big_vision's configs/common.py parse_arg).
+-- `spec` gives each key's default, whose type converts the text: {res = 224, flip = false}
+-- or, when a bare value must go to the first key, the ordered {{"res", 224}, {"flip", false}}.
+-- {default, "int"|"float"|"string"|"bool"} declares the type explicitly (default may be nil).
+-- Booleans are strict (true/false, any case; "" is false; a bare `flip` is true).
+-- opts.lazy keeps undeclared keys, typed by their text, instead of raising.
+-- Returns a plain table; keys with a nil default that were not given are absent.
+function M.parse_arg(arg, spec, opts)
+  arg = arg or ""
+  if type(arg) ~= "string" then error("parse_arg: arg must be a string, got " .. type(arg), 2) end
+  local entries, by_name, first = normalize_spec(spec or {})
+  -- The shortcut: a lone word without ',' or '=' is a flag name or the first key's value.
+  if arg ~= "" and not arg:find("[,=]") then
+    if by_name[arg] or #entries == 0 then
+      arg = arg .. "=True"
+    elseif first then
+      arg = first .. "=" .. arg
+    else
+      error(string.format('parse_arg: cannot tell which key "%s" is for (the spec has several '
+        .. 'keys and no order); write key=value', arg), 2)
+    end
+  end
+  local given, order = {}, {}
+  for piece in arg:gmatch("[^,]+") do
+    local k, v = piece:match("^([^=]*)=(.*)$")
+    if not k then k, v = piece, "True" end
+    if given[k] == nil then order[#order + 1] = k end
+    given[k] = v -- the last duplicate wins
+  end
+  local out = {}
+  for _, e in ipairs(entries) do
+    local text = given[e.name]
+    given[e.name] = nil
+    if text ~= nil then out[e.name] = convert(e, text) else out[e.name] = e.default end
+  end
+  local left = {}
+  for _, k in ipairs(order) do
+    if given[k] ~= nil then left[#left + 1] = k end
+  end
+  if #left > 0 and not (opts and opts.lazy) then
+    local known = {}
+    for i, e in ipairs(entries) do known[i] = e.name end
+    error(string.format("parse_arg: Unhandled config args remain: %s (known keys: %s)",
+      table.concat(left, ", "), #known > 0 and table.concat(known, ", ") or "none"), 2)
+  end
+  for _, k in ipairs(left) do out[k] = auto_type(given[k]) end
+  return out
+end
+
+-- Loading -----------------------------------------------------------------------------------
+
+local function run_config(path, arg)
+  local chunk, err = loadfile(path, "t")
+  if not chunk then error("config: " .. err, 0) end
+  local result = chunk()
+  if type(result) == "function" then
+    result = result(arg)
+    if type(result) ~= "table" then
+      error(string.format('config: get_config in "%s" returned a %s, expected a table',
+        path, type(result)), 0)
+    end
+  elseif type(result) == "table" then
+    if arg ~= nil then
+      error(string.format('config: "%s" returns a table, so it takes no ":%s"; return a '
+        .. "function get_config(arg) to accept arguments", path, arg), 0)
+    end
+  else
+    error(string.format('config: "%s" must return a table or a function get_config(arg), '
+      .. "got %s", path, type(result)), 0)
+  end
+  return result
+end
+
+-- Loads "path/to/config.lua" or "path/to/config.lua:ARGS" (split at the first ':'). A
+-- function result is called with the ARGS text, or nil when there was no ':'. While the file
+-- runs, modules next to it can be required by name.
+function M.load(spec_string)
+  if type(spec_string) ~= "string" or spec_string == "" then
+    error("config: expected CONFIG[:ARGS], got " .. tostring(spec_string), 2)
+  end
+  local path, arg = spec_string:match("^([^:]*):(.*)$")
+  path = path or spec_string
+  local f, err = io.open(path, "r")
+  if not f then
+    -- io.open's message starts with the path already.
+    if err:sub(1, #path + 2) == path .. ": " then err = err:sub(#path + 3) end
+    error(string.format('config: cannot read "%s": %s', path, err), 0)
+  end
+  f:close()
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  local saved = package.path
+  package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. saved
+  -- Restores package.path on errors too, without catching them (keeps their traceback).
+  local _ <close> = setmetatable({}, {__close = function() package.path = saved end})
+  return run_config(path, arg)
+end
+
+-- Dotted keys -------------------------------------------------------------------------------
+
+local function split_key(key)
+  if type(key) ~= "string" or key == "" then
+    error("config: expected a dotted key such as \"input.batch_size\", got " .. tostring(key), 3)
+  end
+  local segs = {}
+  for seg in (key .. "."):gmatch("([^.]*)%.") do
+    if seg == "" then error('config: empty segment in key "' .. key .. '"', 3) end
+    segs[#segs + 1] = seg
+  end
+  return segs
+end
+
+-- A segment of digits also reaches list items ("schedule.2").
+local function slot(t, seg)
+  if t[seg] == nil and seg:match("^%d+$") then
+    local i = math.tointeger(tonumber(seg))
+    if t[i] ~= nil then return i end
+  end
+  return seg
+end
+
+-- Like ConfigDict.get("a.b.c"): the value, or `default` when any part is missing.
+function M.get(cfg, key, default)
+  local t = cfg
+  for _, seg in ipairs(split_key(key)) do
+    if type(t) ~= "table" or t == null then return default end
+    t = t[slot(t, seg)]
+    if t == nil then return default end
+  end
+  return t
+end
+
+-- Sets a dotted key, creating missing intermediate tables.
+function M.set(cfg, key, value)
+  local segs, t = split_key(key), cfg
+  for i = 1, #segs - 1 do
+    local k = slot(t, segs[i])
+    if t[k] == nil then t[k] = {} end
+    t = t[k]
+    if type(t) ~= "table" or t == null then
+      error(string.format('config.set: "%s" is a %s, so "%s" cannot be set',
+        table.concat(segs, ".", 1, i), t == null and "null" or type(t), key), 2)
+    end
+  end
+  t[slot(t, segs[#segs])] = value
+end
+
+-- Overrides ---------------------------------------------------------------------------------
+
+local function coerce_table(text, flag)
+  local ok, v = pcall(literal.parse, text)
+  -- Python reads "1,2" as the tuple (1, 2); so do we.
+  if not (ok and type(v) == "table") and text:find(",", 1, true) then
+    local ok2, v2 = pcall(literal.parse, "[" .. text .. "]")
+    if ok2 then ok, v = true, v2 end
+  end
+  if ok and type(v) == "table" then return v end
+  local why = ok and ("it reads as a " .. (v == nil and "None/nil" or type(v))) or v
+  error(string.format('%s: expected a table (a Python or Lua literal such as [1, 2] or '
+    .. "{'a': 1}), got \"%s\" (%s)", flag, text, why), 0)
+end
+
+local function coerce(cur, text, flag)
+  local v, want
+  if math.type(cur) == "integer" then
+    v, want = to_int(text), "an integer"
+  elseif math.type(cur) == "float" then
+    v, want = to_float(text), "a number"
+  elseif type(cur) == "boolean" then
+    v, want = LOOSE_BOOLS[text:lower()], "a boolean (true/false/1/0/yes/no)"
+  elseif type(cur) == "string" then
+    v = text
+  elseif type(cur) == "table" then
+    return coerce_table(text, flag)
+  else
+    error(string.format("%s: cannot override a %s value", flag, type(cur)), 0)
+  end
+  if v == nil then error(string.format('%s: expected %s, got "%s"', flag, want, text), 0) end
+  return v
+end
+
+-- Sets an existing field from command-line text, converted to the field's current type:
+-- integer, float, boolean (true/false/1/0/yes/no), string (raw), table (a Python or Lua
+-- literal, replacing the whole table). Returns the new value.
+function M.override(cfg, key, text)
+  local flag = "--config." .. tostring(key)
+  if type(text) ~= "string" then
+    error(string.format("%s: expected the value as a string, got %s", flag, type(text)), 2)
+  end
+  local segs, t = split_key(key), cfg
+  for i, seg in ipairs(segs) do
+    local k = slot(t, seg)
+    local v = t[k]
+    local so_far = table.concat(segs, ".", 1, i)
+    if v == nil then
+      error(string.format('unknown config key "%s" (%s)', so_far, flag), 0)
+    elseif v == null then
+      error(string.format('unknown config key "%s" (%s): its value is null, so there is no '
+        .. "type to convert to; give it a default in the config", so_far, flag), 0)
+    end
+    if i == #segs then
+      t[k] = coerce(v, text, flag)
+      return t[k]
+    end
+    if type(v) ~= "table" then
+      error(string.format('unknown config key "%s" (%s): "%s" is a %s, not a table',
+        key, flag, so_far, type(v)), 0)
+    end
+    t = v
+  end
+end
+
+-- Saving ------------------------------------------------------------------------------------
+
+local function child_path(path, key)
+  if type(key) == "number" then return path .. "[" .. key .. "]" end
+  return path == "" and key or (path .. "." .. key)
+end
+
+local function where(path)
+  return path == "" and "the top level" or ('"' .. path .. '"')
+end
+
+local function is_array(t)
+  local count = 0
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 then return false end
+    count = count + 1
+  end
+  return count > 0 and t[count] ~= nil
+end
+
+local function check_value(v, path, open)
+  local tv = type(v)
+  if v == null or tv == "boolean" or tv == "string" then return end
+  if tv == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then
+      error(string.format("config: cannot save %s at %s (JSON has no inf/nan)",
+        v ~= v and "nan" or tostring(v), where(path)), 0)
+    end
+    return
+  end
+  if tv ~= "table" then
+    error(string.format("config: cannot save a %s at %s", tv, where(path)), 0)
+  end
+  if open[v] then error(string.format("config: cycle at %s", where(path)), 0) end
+  open[v] = true
+  local array, keys = is_array(v), {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and type(a) ~= "boolean" and type(a) ~= "table" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  for _, k in ipairs(keys) do
+    if not array and type(k) ~= "string" then
+      error(string.format("config: cannot save key %s (a %s) at %s; use string keys or a "
+        .. "list 1..n", tostring(k), type(k), where(path)), 0)
+    end
+    check_value(v[k], child_path(path, k), open)
+  end
+  open[v] = nil
+end
+
+-- Raises, naming the dotted path, for anything that cannot be written to config.json:
+-- functions, userdata, threads, inf/nan, non-string keys outside lists, cycles.
+function M.validate(cfg)
+  if type(cfg) ~= "table" then error("config: expected a table, got " .. type(cfg), 2) end
+  check_value(cfg, "", {})
+  return cfg
+end
+
+-- The config as JSON (keys sorted; indent optional, compact without it).
+function M.to_json(cfg, indent)
+  M.validate(cfg)
+  return json.encode(cfg, {indent = indent, what = "config.json"})
+end
+
+-- Command line ------------------------------------------------------------------------------
+
+-- Parses the words after `bvlua train`. Returns
+--   {config = "path[:args]", workdir = dir|nil, dry_run = bool, help = bool,
+--    overrides = {{key, text}, ...}}   (overrides in command-line order)
+-- or nil and a message for usage errors.
+function M.parse_cli(argv)
+  local r = {dry_run = false, help = false, overrides = {}}
+  local i = 1
+  local function value_after(flag)
+    local v = argv[i + 1]
+    if v == nil or v:sub(1, 2) == "--" then return nil, flag .. " needs a value" end
+    i = i + 1
+    return v
+  end
+  local function set_config(v)
+    if r.config then return string.format('two configs given: "%s" and "%s"', r.config, v) end
+    r.config = v
+  end
+  while i <= #argv do
+    local a, err = argv[i], nil
+    local name, eq_value = a:match("^(%-%-[^=]*)=(.*)$")
+    name = name or a
+    if a == "--help" or a == "-h" then
+      r.help = true
+    elseif a == "--dry-run" then
+      r.dry_run = true
+    elseif name == "--workdir" then
+      r.workdir = eq_value
+      if not eq_value then r.workdir, err = value_after(name) end
+      if r.workdir == "" then err = "--workdir needs a value" end
+    elseif name == "--config" then
+      local v = eq_value
+      if not v then v, err = value_after(name) end
+      err = err or set_config(v)
+    elseif name:match("^%-%-config%.") then
+      local key, v = name:sub(10), eq_value
+      if not v then v, err = value_after(name) end
+      if key == "" then err = name .. ": missing key after --config." end
+      r.overrides[#r.overrides + 1] = {key, v}
+    elseif name:match("^%-%-noconfig%.") and not eq_value then
+      local key = name:sub(12)
+      if key == "" then err = name .. ": missing key after --noconfig." end
+      r.overrides[#r.overrides + 1] = {key, "false"}
+    elseif a:sub(1, 1) == "-" then
+      err = "unknown flag " .. a
+    else
+      err = set_config(a)
+    end
+    if err then return nil, err end
+    i = i + 1
+  end
+  if not r.config and not r.help then return nil, "no config given" end
+  return r
+end
+
+return M

@@ -1,0 +1,95 @@
+-- bv.testing: a tiny test runner for Lua tests run by `bvlua run`.
+-- A test file registers cases with T.test(name, fn) and ends with T.run(), which prints one
+-- line per failure, a summary, and exits non-zero when anything failed (so CTest sees it).
+local M = {}
+
+local cases = {}
+
+function M.test(name, fn)
+  cases[#cases + 1] = {name = name, fn = fn}
+end
+
+local function show(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+-- Deep equality for plain values and tables (tensors compare with their own __eq).
+local function deep_eq(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for k, v in pairs(a) do
+    if not deep_eq(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+M.deep_eq = deep_eq
+
+local function dump(v, depth)
+  depth = depth or 0
+  if type(v) ~= "table" or depth > 3 then return show(v) end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = "[" .. show(k) .. "]=" .. dump(v[k], depth + 1)
+  end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+M.dump = dump
+
+function M.eq(got, want, what)
+  if not deep_eq(got, want) then
+    error(string.format("%sexpected %s, got %s", what and (what .. ": ") or "",
+                        dump(want), dump(got)), 2)
+  end
+end
+
+function M.near(got, want, tol, what)
+  tol = tol or 1e-6
+  if type(got) ~= "number" or math.abs(got - want) > tol then
+    error(string.format("%sexpected %s (+-%g), got %s", what and (what .. ": ") or "",
+                        show(want), tol, show(got)), 2)
+  end
+end
+
+function M.truthy(v, what)
+  if not v then error((what or "expected a true value") .. ", got " .. show(v), 2) end
+end
+
+-- Calls fn, which must raise; the message must contain `pattern` (a plain substring).
+-- Returns the message so a test can check more.
+function M.raises(fn, pattern)
+  local ok, err = pcall(fn)
+  if ok then error("expected an error" .. (pattern and (" containing '" .. pattern .. "'") or ""), 2) end
+  local msg = tostring(err)
+  if pattern and not msg:find(pattern, 1, true) then
+    error(string.format("error %q does not contain %q", msg, pattern), 2)
+  end
+  return msg
+end
+
+-- Runs every registered case; `filter` (optional) is a substring of the names to run.
+function M.run(filter)
+  local passed, failed = 0, 0
+  for _, c in ipairs(cases) do
+    if not filter or c.name:find(filter, 1, true) then
+      local ok, err = xpcall(c.fn, debug.traceback)
+      if ok then
+        passed = passed + 1
+      else
+        failed = failed + 1
+        io.stderr:write("FAIL ", c.name, "\n", tostring(err), "\n")
+      end
+    end
+  end
+  print(string.format("%d passed, %d failed", passed, failed))
+  cases = {}
+  if failed > 0 then os.exit(1) end
+end
+
+return M

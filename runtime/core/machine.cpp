@@ -1,0 +1,31 @@
+#include "core/machine.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <thread>
+
+#include "core/compat.h"
+#include "core/error.h"
+
+namespace bv {
+
+std::string torch_version() { return compat::torch_version(); }
+
+bool cuda_available() { return at::hasCUDA(); }
+
+int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0; }
+
+int cpu_cores() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void set_threads(int n) {
+  BV_CHECK(n >= 1, "thread count must be at least 1, got ", n);
+  at::set_num_threads(n);
+}
+
+int get_threads() { return at::get_num_threads(); }
+
+}  // namespace bv

@@ -1,0 +1,389 @@
+local T = require "bv.testing"
+local config = require "bv.config"
+local literal = require "bv.literal"
+local json = require "bv.json"
+
+-- Fixtures live next to this file, wherever it is run from.
+local HERE = debug.getinfo(1, "S").source:gsub("^@", ""):match("^(.*)/[^/]*$") or "."
+local FIXTURES = HERE .. "/fixtures/"
+local BIT_LINES = HERE .. "/../../configs/bit_lines.lua"
+
+local parse_arg = config.parse_arg
+
+-- parse_arg: every behaviour of big_vision's configs/common.py parse_arg ----------------------
+
+T.test("parse_arg: nil and '' give the defaults", function()
+  T.eq(parse_arg(nil, {res = 224, flip = false}), {res = 224, flip = false})
+  T.eq(parse_arg("", {res = 224}), {res = 224})
+  T.eq(parse_arg(""), {})
+end)
+
+T.test("parse_arg: values typed by the defaults", function()
+  local a = parse_arg("res=128,lr=0.5,name=foo", {res = 224, lr = 1.0, name = "bar"})
+  T.eq(a, {res = 128, lr = 0.5, name = "foo"})
+  T.eq(math.type(a.res), "integer")
+  local b = parse_arg("lr=2", {lr = 1.0})
+  T.eq(math.type(b.lr), "float")
+  T.eq(parse_arg("lr=1e-3", {lr = 1.0}).lr, 1e-3)
+  T.eq(parse_arg("name=42", {name = "x"}).name, "42")
+  T.eq(parse_arg("res=-3", {res = 1}).res, -3)
+end)
+
+T.test("parse_arg: a non-integer for an int key is an error naming the key", function()
+  T.raises(function() parse_arg("res=2.5", {res = 224}) end,
+    'key "res" expects an int, got "2.5"')
+  T.raises(function() parse_arg("res=abc", {res = 224}) end, 'key "res"')
+  T.raises(function() parse_arg("lr=fast", {lr = 0.1}) end, 'key "lr" expects a float')
+  T.raises(function() parse_arg("lr=0x10", {lr = 0.1}) end, 'key "lr" expects a float')
+end)
+
+T.test("parse_arg: booleans are strict", function()
+  local spec = {flip = false, crop = true}
+  T.eq(parse_arg("flip=true,crop=false", spec), {flip = true, crop = false})
+  T.eq(parse_arg("flip=TRUE,crop=False", spec), {flip = true, crop = false})
+  T.eq(parse_arg("flip=,crop=", spec), {flip = false, crop = false}) -- '' is false
+  T.raises(function() parse_arg("flip=1", spec) end, 'key "flip" expects true or false, got "1"')
+  T.raises(function() parse_arg("flip=yes", spec) end, 'key "flip" expects true or false')
+end)
+
+T.test("parse_arg: a bare key is true", function()
+  local spec = {flip = false, crop = false}
+  T.eq(parse_arg("flip", spec), {flip = true, crop = false})
+  T.eq(parse_arg("flip,crop", spec), {flip = true, crop = true})
+end)
+
+T.test("parse_arg: shortcut goes to the first key of an ordered spec", function()
+  local spec = {{"res", 224}, {"runlocal", false}}
+  T.eq(parse_arg("128", spec), {res = 128, runlocal = false})
+  T.eq(parse_arg("runlocal", spec), {res = 224, runlocal = true})
+  T.eq(parse_arg("128", {res = 224}), {res = 128}) -- a single hash key is unambiguous
+  T.raises(function() parse_arg("abc", spec) end, 'key "res" expects an int, got "abc"')
+end)
+
+T.test("parse_arg: shortcut with an unordered multi-key spec asks for key=value", function()
+  T.raises(function() parse_arg("128", {res = 224, runlocal = false}) end, "write key=value")
+  -- A key name still works: it is a flag, not a value.
+  T.eq(parse_arg("runlocal", {res = 224, runlocal = false}), {res = 224, runlocal = true})
+end)
+
+T.test("parse_arg: empty spec with lazy turns a bare word into a true flag", function()
+  T.eq(parse_arg("quick", {}, {lazy = true}), {quick = true})
+  T.raises(function() parse_arg("quick", {}) end, "Unhandled config args remain: quick")
+end)
+
+T.test("parse_arg: empty pieces dropped, split at the first '=', last duplicate wins", function()
+  local spec = {name = "", res = 1}
+  T.eq(parse_arg(",,res=2,,", spec), {name = "", res = 2})
+  T.eq(parse_arg("name=a=b", spec), {name = "a=b", res = 1})
+  T.eq(parse_arg("res=2,res=3", spec), {name = "", res = 3})
+end)
+
+T.test("parse_arg: unknown keys are an error unless lazy", function()
+  local err = T.raises(function() parse_arg("res=2,foo=1,bar", {res = 1}) end,
+    "Unhandled config args remain: foo, bar")
+  T.truthy(err:find("known keys: res", 1, true), "lists the known keys")
+end)
+
+T.test("parse_arg: lazy auto-types leftovers: bool, then int, then float, else string", function()
+  local a = parse_arg("a=True,b=false,c=3,d=2.5,e=1e-3,f=hello,g", {}, {lazy = true})
+  T.eq(a, {a = true, b = false, c = 3, d = 2.5, e = 1e-3, f = "hello", g = true})
+  T.eq(math.type(a.c), "integer")
+  T.eq(math.type(a.d), "float")
+  T.eq(parse_arg("h=", {}, {lazy = true}), {h = ""})
+  T.eq(parse_arg("res=5,x=1", {res = 1}, {lazy = true}), {res = 5, x = 1})
+end)
+
+T.test("parse_arg: typed spec entries, nil default allowed", function()
+  local spec = {{"res", {nil, "int"}}, {"lr", {1, "float"}}, {"name", {nil, "string"}}}
+  T.eq(parse_arg("", spec), {lr = 1}) -- nil defaults are simply absent
+  local a = parse_arg("res=64,lr=3,name=x", spec)
+  T.eq(a, {res = 64, lr = 3.0, name = "x"})
+  T.eq(math.type(a.lr), "float")
+  T.eq(parse_arg("64", spec).res, 64)
+  T.eq(parse_arg("flag", {flag = {nil, "bool"}}), {flag = true})
+  T.eq(parse_arg("res=7", {res = {0, "string"}}).res, "7")
+end)
+
+T.test("parse_arg: spec mistakes are reported", function()
+  T.raises(function() parse_arg("x=1", {x = {nil, nil}}) end, 'spec "x" has a table default')
+  T.raises(function() parse_arg("", {sizes = {1, 2, 3}}) end, 'spec "sizes" has a table default')
+  T.raises(function() parse_arg("x=1", {{"x"}}) end, 'key "x" has a nil default')
+  T.raises(function() parse_arg("", {{"a", 1}, {"a", 2}}) end, 'spec key "a" given twice')
+  T.raises(function() parse_arg("", {{1, 2}}) end, "ordered spec item 1")
+end)
+
+-- dotted keys --------------------------------------------------------------------------------
+
+T.test("get and set with dotted keys", function()
+  local cfg = {input = {batch_size = 32, data = {name = "x"}}, schedule = {"a", "b"}}
+  T.eq(config.get(cfg, "input.batch_size"), 32)
+  T.eq(config.get(cfg, "input.data.name"), "x")
+  T.eq(config.get(cfg, "input.nope"), nil)
+  T.eq(config.get(cfg, "input.nope.deeper", 7), 7)
+  T.eq(config.get(cfg, "input.batch_size.x", "d"), "d")
+  T.eq(config.get(cfg, "schedule.2"), "b")
+  config.set(cfg, "input.batch_size", 64)
+  config.set(cfg, "model.depth", 50)
+  T.eq(cfg.input.batch_size, 64)
+  T.eq(cfg.model, {depth = 50})
+  T.raises(function() config.set(cfg, "input.batch_size.x", 1) end,
+    '"input.batch_size" is a number')
+  T.raises(function() config.get(cfg, "a..b") end, "empty segment")
+end)
+
+-- overrides ----------------------------------------------------------------------------------
+
+local function sample()
+  return {lr = 0.03, total_epochs = 90, name = "bit", flip = false, seed = 0,
+          input = {batch_size = 64, pp = "decode"}, model = {depth = 26},
+          sizes = {224, 224}, init = literal.null}
+end
+
+T.test("override converts to the field's current type", function()
+  local cfg = sample()
+  config.override(cfg, "lr", "0.1")
+  config.override(cfg, "total_epochs", "20")
+  config.override(cfg, "name", "vit")
+  config.override(cfg, "input.batch_size", "128")
+  config.override(cfg, "input.pp", "decode|flip_lr")
+  T.eq(cfg.lr, 0.1)
+  T.eq(cfg.total_epochs, 20)
+  T.eq(math.type(cfg.total_epochs), "integer")
+  T.eq(cfg.name, "vit")
+  T.eq(cfg.input.batch_size, 128)
+  T.eq(cfg.input.pp, "decode|flip_lr")
+  config.override(cfg, "lr", "1")
+  T.eq(math.type(cfg.lr), "float")
+  config.override(cfg, "lr", "1e-4")
+  T.eq(cfg.lr, 1e-4)
+end)
+
+T.test("override booleans accept true/false/1/0/yes/no in any case", function()
+  local cfg = sample()
+  for text, want in pairs({["true"] = true, ["False"] = false, ["1"] = true, ["0"] = false,
+                           YES = true, no = false}) do
+    config.override(cfg, "flip", text)
+    T.eq(cfg.flip, want, text)
+  end
+  T.raises(function() config.override(cfg, "flip", "maybe") end,
+    '--config.flip: expected a boolean (true/false/1/0/yes/no), got "maybe"')
+end)
+
+T.test("override tables take Python or Lua literals", function()
+  local cfg = sample()
+  config.override(cfg, "sizes", "[128, 96]")
+  T.eq(cfg.sizes, {128, 96})
+  config.override(cfg, "sizes", "(64,)")
+  T.eq(cfg.sizes, {64})
+  config.override(cfg, "sizes", "{32, 32}")
+  T.eq(cfg.sizes, {32, 32})
+  config.override(cfg, "sizes", "1,2")
+  T.eq(cfg.sizes, {1, 2})
+  config.override(cfg, "model", "{'depth': 50, 'width': 2}")
+  T.eq(cfg.model, {depth = 50, width = 2}) -- replaced, not merged
+  config.override(cfg, "model", "{depth = 101}")
+  T.eq(cfg.model, {depth = 101})
+  T.raises(function() config.override(cfg, "model", "3") end,
+    '--config.model: expected a table')
+  T.raises(function() config.override(cfg, "model", "depth") end, "unknown name 'depth'")
+end)
+
+T.test("override conversion errors name the flag, the text and the type", function()
+  local cfg = sample()
+  T.raises(function() config.override(cfg, "lr", "abc") end,
+    '--config.lr: expected a number, got "abc"')
+  T.raises(function() config.override(cfg, "total_epochs", "2.5") end,
+    '--config.total_epochs: expected an integer, got "2.5"')
+  T.raises(function() config.override(cfg, "input.batch_size", "") end,
+    '--config.input.batch_size: expected an integer, got ""')
+end)
+
+T.test("override of unknown keys fails and names the key", function()
+  local cfg = sample()
+  T.raises(function() config.override(cfg, "nope", "1") end,
+    'unknown config key "nope" (--config.nope)')
+  T.raises(function() config.override(cfg, "input.nope", "1") end,
+    'unknown config key "input.nope" (--config.input.nope)')
+  T.raises(function() config.override(cfg, "lr.x", "1") end,
+    'unknown config key "lr.x" (--config.lr.x): "lr" is a number')
+  -- A null (or nil) field has no type to convert to.
+  T.raises(function() config.override(cfg, "init", "x") end,
+    'unknown config key "init" (--config.init): its value is null')
+  T.eq(cfg.nope, nil)
+end)
+
+-- validate / to_json -------------------------------------------------------------------------
+
+T.test("validate names the path of what cannot be saved", function()
+  T.eq(config.validate(sample()).lr, 0.03)
+  T.raises(function() config.validate({input = {pp = print}}) end,
+    'config: cannot save a function at "input.pp"')
+  T.raises(function() config.validate({evals = {{f = io.stdout}}}) end,
+    'cannot save a userdata at "evals[1].f"')
+  T.raises(function() config.validate({lr = 1 / 0}) end, 'cannot save inf at "lr"')
+  T.raises(function() config.validate({m = {[2] = "x"}}) end, 'cannot save key 2 (a number) at "m"')
+  T.raises(function() config.validate({m = {1, x = 2}}) end, "cannot save key 1 (a number)")
+  local cyc = {a = {}}
+  cyc.a.back = cyc
+  T.raises(function() config.validate(cyc) end, 'config: cycle at "a.back"')
+  T.raises(function() config.validate("x") end, "expected a table")
+end)
+
+T.test("to_json is sorted and deterministic, compact or indented", function()
+  local cfg = {seed = 0, lr = 0.03, input = {batch_size = 64}, evals = {}}
+  T.eq(config.to_json(cfg), '{"evals":{},"input":{"batch_size":64},"lr":0.03,"seed":0}')
+  T.eq(config.to_json(cfg, 1),
+    '{\n "evals": {},\n "input": {\n  "batch_size": 64\n },\n "lr": 0.03,\n "seed": 0\n}')
+  T.raises(function() config.to_json({f = print}) end, 'cannot save a function at "f"')
+end)
+
+-- load ---------------------------------------------------------------------------------------
+
+T.test("load calls get_config with ARGS and lets it require a sibling module", function()
+  local before = package.path
+  local cfg = config.load(FIXTURES .. "cfg_with_arg.lua:res=128,runlocal")
+  T.eq(cfg.arg_seen, "res=128,runlocal")
+  T.eq(cfg.res, 128)
+  T.eq(cfg.runlocal, true)
+  T.eq(cfg.input.pp, "decode|resize(128)|value_range(-1, 1)")
+  T.eq(package.path, before, "package.path restored")
+  T.eq(config.load(FIXTURES .. "cfg_with_arg.lua:96").res, 96) -- the shortcut, via load
+end)
+
+T.test("load without ':' passes nil; only the first ':' splits", function()
+  local cfg = config.load(FIXTURES .. "cfg_with_arg.lua")
+  T.eq(cfg.arg_seen, "nil")
+  T.eq(cfg.res, 224)
+  T.raises(function() config.load(FIXTURES .. "cfg_with_arg.lua:res=1:2") end,
+    'key "res" expects an int, got "1:2"')
+end)
+
+T.test("load of a plain table config", function()
+  T.eq(config.load(FIXTURES .. "cfg_table.lua"), {seed = 0, lr = 0.01})
+  T.raises(function() config.load(FIXTURES .. "cfg_table.lua:x") end, 'takes no ":x"')
+end)
+
+T.test("load errors name the file", function()
+  local before = package.path
+  T.raises(function() config.load(FIXTURES .. "missing.lua:x") end,
+    'cannot read "' .. FIXTURES .. 'missing.lua"')
+  T.raises(function() config.load(FIXTURES .. "cfg_bad.lua") end,
+    '"' .. FIXTURES .. 'cfg_bad.lua" must return a table or a function')
+  T.raises(function() config.load(FIXTURES .. "cfg_with_arg.lua:bogus=1") end,
+    "Unhandled config args remain: bogus")
+  T.eq(package.path, before, "package.path restored after errors")
+end)
+
+T.test("the example config loads, takes its args, and saves", function()
+  local cfg = config.load(BIT_LINES .. ":flip=true,crop=false")
+  T.eq(cfg.input.pp, 'decode|flip_lr|resize(32)|value_range(-1, 1)|'
+    .. 'onehot(3, key="label", key_result="labels")|keep("image", "labels")')
+  local cropped = config.load(BIT_LINES .. ":flip=false")
+  T.truthy(cropped.input.pp:find("resize(36)|random_crop(32)", 1, true), "crop by default")
+  T.truthy(not cropped.input.pp:find("flip_lr", 1, true), "no flip")
+  T.eq(config.load(BIT_LINES .. ":runlocal").input.batch_size, 8)
+  T.eq(json.decode(config.to_json(cfg)), cfg)
+end)
+
+-- parse_cli ----------------------------------------------------------------------------------
+
+T.test("parse_cli: config, workdir, dry-run and overrides in order", function()
+  local r = assert(config.parse_cli({"configs/x.lua:a=1", "--workdir", "runs/x",
+    "--config.lr=0.1", "--config.input.batch_size", "32", "--noconfig.flip", "--dry-run",
+    "--config.lr=0.2"}))
+  T.eq(r, {config = "configs/x.lua:a=1", workdir = "runs/x", dry_run = true, help = false,
+           overrides = {{"lr", "0.1"}, {"input.batch_size", "32"}, {"flip", "false"},
+                        {"lr", "0.2"}}})
+  r = assert(config.parse_cli({"--workdir=w", "c.lua", "--config.neg", "-1",
+                               "--config.s="}))
+  T.eq(r.workdir, "w")
+  T.eq(r.overrides, {{"neg", "-1"}, {"s", ""}})
+  T.eq(assert(config.parse_cli({"--config", "c.lua"})).config, "c.lua")
+end)
+
+T.test("parse_cli: help needs no config", function()
+  T.eq(assert(config.parse_cli({"--help"})).help, true)
+  T.eq(assert(config.parse_cli({"-h", "c.lua"})).help, true)
+end)
+
+T.test("parse_cli: usage errors", function()
+  local function err(argv)
+    local r, msg = config.parse_cli(argv)
+    T.eq(r, nil)
+    return msg
+  end
+  T.eq(err({}), "no config given")
+  T.eq(err({"--dry-run"}), "no config given")
+  T.eq(err({"a.lua", "b.lua"}), 'two configs given: "a.lua" and "b.lua"')
+  T.eq(err({"a.lua", "--config", "b.lua"}), 'two configs given: "a.lua" and "b.lua"')
+  T.eq(err({"a.lua", "--bogus"}), "unknown flag --bogus")
+  T.eq(err({"a.lua", "--dry-run=yes"}), "unknown flag --dry-run=yes")
+  T.eq(err({"a.lua", "--workdir"}), "--workdir needs a value")
+  T.eq(err({"a.lua", "--workdir="}), "--workdir needs a value")
+  T.eq(err({"a.lua", "--config.lr"}), "--config.lr needs a value")
+  T.eq(err({"a.lua", "--config.lr", "--dry-run"}), "--config.lr needs a value")
+  T.eq(err({"a.lua", "--config.=1"}), "--config.: missing key after --config.")
+  T.eq(err({"a.lua", "--noconfig.flip=1"}), "unknown flag --noconfig.flip=1")
+end)
+
+-- bvlua train --------------------------------------------------------------------------------
+
+-- Runs train.main with stdout/stderr captured and a fake bv.fs; returns code, out, err, files.
+local function run_train(argv)
+  local train = require "bv.commands.train"
+  local out, err, files, dirs = {}, {}, {}, {}
+  local function sink(buf)
+    return {write = function(self, ...)
+      for _, s in ipairs({...}) do buf[#buf + 1] = tostring(s) end
+      return self
+    end}
+  end
+  local real_out, real_err, real_bv = io.stdout, io.stderr, rawget(_G, "bv")
+  io.stdout, io.stderr = sink(out), sink(err)
+  rawset(_G, "bv", {fs = {mkdirs = function(d) dirs[#dirs + 1] = d end,
+                          write_file = function(p, text) files[p] = text end}})
+  local ok, code = pcall(train.main, argv)
+  io.stdout, io.stderr = real_out, real_err
+  rawset(_G, "bv", real_bv)
+  if not ok then error(code, 0) end
+  return code, table.concat(out), table.concat(err), files, dirs
+end
+
+T.test("train: --dry-run prints the resolved config as indented JSON", function()
+  local code, out, _, files = run_train({BIT_LINES .. ":flip=false",
+    "--config.lr=0.1", "--config.model.depth", "50", "--dry-run"})
+  T.eq(code, 0)
+  local cfg = json.decode(out)
+  T.eq(cfg.lr, 0.1)
+  T.eq(cfg.model.depth, 50)
+  T.truthy(out:find('\n  "lr": 0.1,\n', 1, true), "indented")
+  T.eq(next(files), nil, "nothing written without --workdir")
+end)
+
+T.test("train: a workdir gets config.json and exit code 3 until the trainer exists", function()
+  local code, out, err, files, dirs = run_train({BIT_LINES, "--workdir", "runs/b/"})
+  T.eq(code, 3)
+  T.eq(out, "")
+  T.eq(dirs, {"runs/b/"})
+  T.eq(json.decode(files["runs/b/config.json"]).total_epochs, 20)
+  T.truthy(err:find("written to runs/b/config.json; training itself is not built yet", 1, true),
+    err)
+end)
+
+T.test("train: usage errors exit 2, help exits 0, config errors raise", function()
+  local code, _, err = run_train({BIT_LINES})
+  T.eq(code, 2)
+  T.truthy(err:find("bvlua train: --workdir is required", 1, true), err)
+  T.truthy(err:find("usage: bvlua train", 1, true), err)
+  code, _, err = run_train({"--frob"})
+  T.eq(code, 2)
+  T.truthy(err:find("unknown flag --frob", 1, true), err)
+  local out
+  code, out = run_train({"--help"})
+  T.eq(code, 0)
+  T.truthy(out:find("3  config resolved and written", 1, true), "exit codes documented")
+  T.raises(function() run_train({BIT_LINES, "--dry-run", "--config.nope=1"}) end,
+    'unknown config key "nope" (--config.nope)')
+end)
+
+T.run()
