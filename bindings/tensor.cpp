@@ -52,7 +52,8 @@ at::Scalar check_scalar(lua_State* L, int arg) {
 // scalars, so `t * 2` keeps t's dtype (float32 * 2 is float32, uint8 + 1 is uint8).
 at::Tensor check_operand(lua_State* L, int arg) {
   if (test_tensor(L, arg)) return check_tensor(L, arg);
-  at::Tensor s = at::scalar_tensor(check_scalar(L, arg));
+  at::Scalar v = check_scalar(L, arg);
+  at::Tensor s = at::scalar_tensor(v, at::TensorOptions().dtype(v.type()));
   s.unsafeGetTensorImpl()->set_wrapped_number(true);
   return s;
 }
