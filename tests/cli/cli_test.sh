@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The bvlua command as a user meets it: exit codes (0 ok, 1 Lua error, 2 usage error), messages,
+# `train --dry-run`, the plain repl, --threads. Usage: cli_test.sh path/to/bvlua
+set -u
+BVLUA=${1:?usage: cli_test.sh path/to/bvlua}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+checks=0
+
+# run CMD...: captures stdout, stderr and the exit code of one bvlua invocation.
+run() {
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+}
+
+fail() {
+  failures=$((failures + 1))
+  echo "FAIL: $*"
+  echo "  stdout: $(head -c 600 "$TMP/out")"
+  echo "  stderr: $(head -c 600 "$TMP/err")"
+}
+
+expect_rc() {  # expect_rc WANT what
+  checks=$((checks + 1))
+  [ "$rc" -eq "$1" ] || fail "$2: exit code $rc, want $1"
+}
+
+expect_in() {  # expect_in out|err TEXT what
+  checks=$((checks + 1))
+  grep -qF -- "$2" "$TMP/$1" || fail "$3: '$2' not in std$1"
+}
+
+# --- global flags and usage errors ---
+run "$BVLUA";                    expect_rc 2 "no command";       expect_in err "usage:" "no command"
+run "$BVLUA" frobnicate;         expect_rc 2 "unknown command";  expect_in err "unknown command 'frobnicate'" "unknown command"
+run "$BVLUA" --frob run x.lua;   expect_rc 2 "unknown flag";     expect_in err "unknown option '--frob'" "unknown flag"
+run "$BVLUA" --help;             expect_rc 0 "--help";           expect_in out "bvlua [--threads N] COMMAND" "--help"
+run "$BVLUA" run --help;         expect_rc 0 "run --help";       expect_in out "usage: bvlua run" "run --help"
+run "$BVLUA" repl --help;        expect_rc 0 "repl --help";      expect_in out "usage: bvlua repl" "repl --help"
+run "$BVLUA" train --help;       expect_rc 0 "train --help";     expect_in out "--workdir" "train --help"
+run "$BVLUA" --version;          expect_rc 0 "--version";        expect_in out "libtorch " "--version"
+expect_in out "cuda " "--version names CUDA"
+run "$BVLUA" run;                expect_rc 2 "run without script"
+run "$BVLUA" run "$TMP/missing.lua"; expect_rc 1 "missing script"; expect_in err "missing.lua" "missing script named"
+
+# --- Lua errors: message, traceback, exit 1 ---
+run "$BVLUA" -e 'error("boom")'
+expect_rc 1 "-e error"; expect_in err "boom" "-e error message"; expect_in err "stack traceback" "-e traceback"
+cat >"$TMP/bad.lua" <<'LUA'
+local a = bv.zeros({2, 3})
+local b = a:matmul(bv.zeros({4, 5}))
+LUA
+run "$BVLUA" run "$TMP/bad.lua"
+expect_rc 1 "C++ error in a script"; expect_in err "bad.lua:2: " "C++ error names file:line"
+run "$BVLUA" -e 'local x = '
+expect_rc 1 "syntax error"; expect_in err "unexpected symbol" "syntax error message"
+
+# --- scripts get `arg` as lua.c gives it ---
+cat >"$TMP/args.lua" <<'LUA'
+print(arg[0], arg[1], arg[2], #arg, select("#", ...))
+LUA
+run "$BVLUA" run "$TMP/args.lua" a b
+expect_rc 0 "script args"; expect_in out "$TMP/args.lua	a	b	2	2" "arg table"
+
+# --- threads ---
+run "$BVLUA" --threads 1 -e 'print("threads", bv.threads())'
+expect_rc 0 "--threads 1"; expect_in out "threads	1" "--threads 1 applied"
+run env BV_THREADS=2 "$BVLUA" -e 'print("threads", bv.threads())'
+expect_in out "threads	2" "BV_THREADS applied"
+run "$BVLUA" -e 'print("threads", bv.threads())'
+expect_in out "threads	$(nproc)" "default threads = cores"
+run "$BVLUA" --threads 0 -e 'print(1)'; expect_rc 2 "--threads 0"; expect_in err "--threads" "--threads 0 named"
+
+# --- train: config args, overrides, dry run, config.json ---
+W="$TMP/w"
+run "$BVLUA" train configs/bit_lines.lua:flip=false --config.lr=0.1 --config.input.batch_size 32 --workdir "$W" --dry-run
+expect_rc 0 "train --dry-run"
+expect_in out '"lr": 0.1' "override printed"
+expect_in out '"batch_size": 32' "nested override printed"
+checks=$((checks + 1))
+grep -q 'flip_lr' "$TMP/out" && fail "config arg flip=false not applied"
+checks=$((checks + 1))
+[ -f "$W/config.json" ] || fail "config.json not written"
+checks=$((checks + 1))
+grep -q '"lr": 0.1' "$W/config.json" || fail "config.json lacks the override"
+run "$BVLUA" train configs/bit_lines.lua --config.nope=1 --workdir "$W"
+checks=$((checks + 1)); [ "$rc" -ne 0 ] || fail "unknown key accepted"
+expect_in err "nope" "unknown key named"
+run "$BVLUA" train configs/bit_lines.lua --config.lr=abc --workdir "$W" --dry-run
+checks=$((checks + 1)); [ "$rc" -ne 0 ] || fail "bad coercion accepted"
+expect_in err "lr" "bad coercion names the key"
+run "$BVLUA" train configs/bit_lines.lua --bogus --workdir "$W"
+expect_rc 2 "train unknown flag"; expect_in err "--bogus" "train unknown flag named"
+run "$BVLUA" train "$TMP/nofile.lua" --workdir "$W" --dry-run
+expect_rc 1 "missing config"; expect_in err "nofile.lua" "missing config named"
+
+# --- the plain repl ---
+printf 'x = 20\nx + 1\nx * 2;\nfor i = 1, 2 do\n  print("i", i)\nend\nerror("oops")\nprint("after")\n' >"$TMP/in"
+"$BVLUA" repl <"$TMP/in" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_rc 0 "repl exit"
+expect_in out "21" "repl auto-print"
+checks=$((checks + 1)); grep -q '^40$' "$TMP/out" && fail "trailing ; must suppress printing"
+expect_in out "i	2" "repl multi-line"
+expect_in err "oops" "repl error shown"
+expect_in out "after" "repl continues after an error"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
