@@ -4,7 +4,9 @@
 --   bvlua run scripts/demo.lua [steps]
 local steps = tonumber(arg and arg[1]) or 200
 
-local cfg = bv.config.load("configs/bit_lines.lua:runlocal")
+-- The repository root, found from this script's own path so the demo runs from anywhere.
+local root = (arg and arg[0] or "scripts/demo.lua"):match("^(.*)/scripts/[^/]*$") or "."
+local cfg = bv.config.load(root .. "/configs/bit_lines.lua:runlocal")
 print(string.format("config: model %s, %d classes, batch %d, lr %g", cfg.model_name,
                     cfg.num_classes, cfg.input.batch_size, cfg.lr))
 
