@@ -275,25 +275,18 @@ int bv_arange(lua_State* L) {
 }
 
 // bv.rand(shape [, dtype] [, rng]) / bv.randn: with an rng the numbers depend only on its seed.
-int bv_rand(lua_State* L) {
+int random_tensor(lua_State* L, bool normal) {
   auto shape = check_shape(L, 1);
   auto args = check_factory_args(L, 2);
   auto opts = at::TensorOptions().dtype(args.dtype.value_or(at::kFloat));
   c10::optional<at::Generator> gen;
   if (args.rng) gen = args.rng->gen;
-  push_tensor(L, at::rand(shape, gen, opts));
+  push_tensor(L, normal ? at::randn(shape, gen, opts) : at::rand(shape, gen, opts));
   return 1;
 }
 
-int bv_randn(lua_State* L) {
-  auto shape = check_shape(L, 1);
-  auto args = check_factory_args(L, 2);
-  auto opts = at::TensorOptions().dtype(args.dtype.value_or(at::kFloat));
-  c10::optional<at::Generator> gen;
-  if (args.rng) gen = args.rng->gen;
-  push_tensor(L, at::randn(shape, gen, opts));
-  return 1;
-}
+int bv_rand(lua_State* L) { return random_tensor(L, false); }
+int bv_randn(lua_State* L) { return random_tensor(L, true); }
 
 int bv_manual_seed(lua_State* L) {
   at::manual_seed(static_cast<uint64_t>(check_int(L, 1)));

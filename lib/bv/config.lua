@@ -353,67 +353,18 @@ end
 
 -- Saving ------------------------------------------------------------------------------------
 
-local function child_path(path, key)
-  if type(key) == "number" then return path .. "[" .. key .. "]" end
-  return path == "" and key or (path .. "." .. key)
-end
-
-local function where(path)
-  return path == "" and "the top level" or ('"' .. path .. '"')
-end
-
-local function is_array(t)
-  local count = 0
-  for k in pairs(t) do
-    if math.type(k) ~= "integer" or k < 1 then return false end
-    count = count + 1
-  end
-  return count > 0 and t[count] ~= nil
-end
-
-local function check_value(v, path, open)
-  local tv = type(v)
-  if v == null or tv == "boolean" or tv == "string" then return end
-  if tv == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then
-      error(string.format("config: cannot save %s at %s (JSON has no inf/nan)",
-        v ~= v and "nan" or tostring(v), where(path)), 0)
-    end
-    return
-  end
-  if tv ~= "table" then
-    error(string.format("config: cannot save a %s at %s", tv, where(path)), 0)
-  end
-  if open[v] then error(string.format("config: cycle at %s", where(path)), 0) end
-  open[v] = true
-  local array, keys = is_array(v), {}
-  for k in pairs(v) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if type(a) == type(b) and type(a) ~= "boolean" and type(a) ~= "table" then return a < b end
-    return tostring(a) < tostring(b)
-  end)
-  for _, k in ipairs(keys) do
-    if not array and type(k) ~= "string" then
-      error(string.format("config: cannot save key %s (a %s) at %s; use string keys or a "
-        .. "list 1..n", tostring(k), type(k), where(path)), 0)
-    end
-    check_value(v[k], child_path(path, k), open)
-  end
-  open[v] = nil
-end
-
 -- Raises, naming the dotted path, for anything that cannot be written to config.json:
 -- functions, userdata, threads, inf/nan, non-string keys outside lists, cycles.
 function M.validate(cfg)
   if type(cfg) ~= "table" then error("config: expected a table, got " .. type(cfg), 2) end
-  check_value(cfg, "", {})
+  json.encode(cfg, {what = "config"})  -- the encoder already names the path of what fails
   return cfg
 end
 
 -- The config as JSON (keys sorted; indent optional, compact without it).
 function M.to_json(cfg, indent)
-  M.validate(cfg)
-  return json.encode(cfg, {indent = indent, what = "config.json"})
+  if type(cfg) ~= "table" then error("config: expected a table, got " .. type(cfg), 2) end
+  return json.encode(cfg, {indent = indent, what = "config"})
 end
 
 -- Command line ------------------------------------------------------------------------------

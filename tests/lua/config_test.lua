@@ -217,12 +217,12 @@ end)
 T.test("validate names the path of what cannot be saved", function()
   T.eq(config.validate(sample()).lr, 0.03)
   T.raises(function() config.validate({input = {pp = print}}) end,
-    'config: cannot save a function at "input.pp"')
+    'config: cannot encode function at "input.pp"')
   T.raises(function() config.validate({evals = {{f = io.stdout}}}) end,
-    'cannot save a userdata at "evals[1].f"')
-  T.raises(function() config.validate({lr = 1 / 0}) end, 'cannot save inf at "lr"')
-  T.raises(function() config.validate({m = {[2] = "x"}}) end, 'cannot save key 2 (a number) at "m"')
-  T.raises(function() config.validate({m = {1, x = 2}}) end, "cannot save key 1 (a number)")
+    'cannot encode userdata at "evals[1].f"')
+  T.raises(function() config.validate({lr = 1 / 0}) end, 'cannot encode inf at "lr"')
+  T.raises(function() config.validate({m = {[2] = "x"}}) end, 'cannot encode key 2 (a number) at "m"')
+  T.raises(function() config.validate({m = {1, x = 2}}) end, "cannot encode key 1 (a number)")
   local cyc = {a = {}}
   cyc.a.back = cyc
   T.raises(function() config.validate(cyc) end, 'config: cycle at "a.back"')
@@ -234,7 +234,7 @@ T.test("to_json is sorted and deterministic, compact or indented", function()
   T.eq(config.to_json(cfg), '{"evals":{},"input":{"batch_size":64},"lr":0.03,"seed":0}')
   T.eq(config.to_json(cfg, 1),
     '{\n "evals": {},\n "input": {\n  "batch_size": 64\n },\n "lr": 0.03,\n "seed": 0\n}')
-  T.raises(function() config.to_json({f = print}) end, 'cannot save a function at "f"')
+  T.raises(function() config.to_json({f = print}) end, 'cannot encode function at "f"')
 end)
 
 -- load ---------------------------------------------------------------------------------------
