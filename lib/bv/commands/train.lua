@@ -57,7 +57,6 @@ function M.main(argv)
   end
   local cfg = config.load(opts.config)
   for _, o in ipairs(opts.overrides) do config.override(cfg, o[1], o[2]) end
-  config.validate(cfg)
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
   if opts.workdir then
