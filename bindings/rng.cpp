@@ -8,8 +8,6 @@ namespace bv::lua {
 
 namespace {
 
-Rng& check_rng(lua_State* L, int arg) { return *static_cast<Rng*>(luaL_checkudata(L, arg, kRngMeta)); }
-
 void push_rng(lua_State* L, Rng rng) {
   void* p = lua_newuserdatauv(L, sizeof(Rng), 0);
   new (p) Rng(std::move(rng));  // constructed before the metatable is set: no __gc on garbage
@@ -71,6 +69,8 @@ int rng_tostring(lua_State* L) {
 }
 
 }  // namespace
+
+Rng& check_rng(lua_State* L, int arg) { return *static_cast<Rng*>(luaL_checkudata(L, arg, kRngMeta)); }
 
 Rng* test_rng(lua_State* L, int arg) { return static_cast<Rng*>(luaL_testudata(L, arg, kRngMeta)); }
 

@@ -10,6 +10,7 @@ namespace bv::lua {
 constexpr const char* kRngMeta = "bv.Rng";
 
 Rng* test_rng(lua_State* L, int arg);  // nullptr when not an Rng
+Rng& check_rng(lua_State* L, int arg);  // raises a Lua argument error when not an Rng
 void open_rng(lua_State* L);           // adds bv.rng to the table on top of the stack
 
 }  // namespace bv::lua

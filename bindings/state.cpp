@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/machine.h"
+#include "image.h"
 #include "lua_util.h"
 #include "rng.h"
 #include "tensor.h"
@@ -63,6 +64,7 @@ int open_native(lua_State* L) {
   open_tensor(L);
   open_rng(L);
   open_fs(L);
+  open_image(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       {nullptr, nullptr},

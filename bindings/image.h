@@ -1,0 +1,18 @@
+// bv.image: native image functions (codecs, resizes, crops, flips) that the pp ops in
+// lib/bv/pp/ops_image.lua call, and that scripts and the REPL can call directly.
+// Images are HxWxC tensors (uint8 unless said otherwise), as in big_vision.
+#pragma once
+
+#include <lua.hpp>
+
+namespace bv::lua {
+
+// Each adds its functions to the bv.image table at stack index `table`.
+void open_image_codec(lua_State* L, int table);   // image_codec.cpp
+void open_image_resize(lua_State* L, int table);  // image_resize.cpp
+void open_image_crop(lua_State* L, int table);    // image_crop.cpp
+
+// Creates bv.image in the table on top of the stack.
+void open_image(lua_State* L);
+
+}  // namespace bv::lua
