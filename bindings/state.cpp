@@ -19,7 +19,8 @@
 
 namespace bv::lua {
 
-void open_fs(lua_State* L);  // fs.cpp
+void open_fs(lua_State* L);   // fs.cpp
+void open_ops(lua_State* L);  // ops.cpp
 
 namespace {
 
@@ -65,6 +66,7 @@ int open_native(lua_State* L) {
   open_rng(L);
   open_fs(L);
   open_image(L);
+  open_ops(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       {nullptr, nullptr},

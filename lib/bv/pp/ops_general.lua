@@ -1,0 +1,248 @@
+-- big_vision's general pp ops (pp/ops_general.py): value ranges, labels, and dict plumbing.
+-- Arithmetic runs in C++ (bv.ops, runtime/pp/ops_general.cpp); this file binds arguments and
+-- moves keys. Axes given in pp strings are Python's (0-based, negative from the end), because
+-- pp strings are big_vision's language.
+local pp = require "bv.pp"
+
+local ikok = pp.inkeyoutkey
+local register = pp.register
+
+local function as_tensor(v, what)
+  if bv.is_tensor(v) then return v end
+  if type(v) == "number" or type(v) == "boolean" or type(v) == "table" then return bv.tensor(v) end
+  error(string.format("%s: expected a tensor or number, got a %s", what, type(v)), 0)
+end
+
+register("value_range", ikok(function(a)
+  local vmin, vmax, in_min, in_max, clip = a.vmin, a.vmax, a.in_min, a.in_max, a.clip_values
+  return function(x)
+    return bv.ops.value_range(as_tensor(x, "value_range"), vmin, vmax, in_min, in_max, clip)
+  end
+end), "value_range(vmin=-1, vmax=1, in_min=0, in_max=255.0, clip_values=False): "
+  .. "maps [in_min, in_max] linearly to [vmin, vmax] as float32")
+
+local VGG_MEAN = {0.485 * 255, 0.456 * 255, 0.406 * 255}
+local VGG_STD = {0.229 * 255, 0.224 * 255, 0.225 * 255}
+
+register("vgg_value_range", ikok(function(a)
+  local mean, std = a.mean or VGG_MEAN, a.std or VGG_STD
+  return function(x) return bv.ops.normalize(as_tensor(x, "vgg_value_range"), mean, std) end
+end), "vgg_value_range(mean=None, std=None): (x - mean) / std with ImageNet's mean and std "
+  .. "(times 255) unless given")
+
+local CLIP_MEAN = {0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255}
+local CLIP_STD = {0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255}
+
+register("clip_value_range", ikok(function()
+  return function(x) return bv.ops.normalize(as_tensor(x, "clip_value_range"), CLIP_MEAN, CLIP_STD) end
+end), "clip_value_range(): (x - mean) / std with CLIP's mean and std (times 255)")
+
+register("onehot", function(a)
+  local depth, key, out = a.depth, a.key, a.key_result or a.key
+  local multi, on, off = a.multi, a.on, a.off
+  return function(data)
+    local labels = data[key]
+    if labels == nil then pp.missing_key(data, key) end
+    data[out] = bv.ops.onehot(as_tensor(labels, "onehot"), depth, multi, on, off)
+    return data
+  end
+end, "onehot(depth, key='labels', key_result=None, multi=True, on=1.0, off=0.0): "
+  .. "one-hot (or multi-hot) float32 labels")
+
+register("keep", function(a)
+  local keys = a.keys
+  return function(data)
+    local out = {}
+    for _, k in ipairs(keys) do out[k] = data[k] end
+    return out
+  end
+end, "keep(*keys): keeps only these keys")
+
+register("drop", function(a)
+  local keys = a.keys
+  return function(data)
+    for _, k in ipairs(keys) do data[k] = nil end
+    return data
+  end
+end, "drop(*keys): removes these keys")
+
+-- Lists are copied one level deep so that later in-place edits of one key don't show in the
+-- other; tensors are shared, as in big_vision.
+local function shallow_copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = x end
+  return out
+end
+
+register("copy", function(a)
+  local inkey, outkey = a.inkey, a.outkey
+  return function(data)
+    if data[inkey] == nil then pp.missing_key(data, inkey) end
+    data[outkey] = shallow_copy(data[inkey])
+    return data
+  end
+end, "copy(inkey, outkey): data[outkey] = data[inkey]")
+
+register("squeeze_last_dim", ikok(function()
+  return function(x) return as_tensor(x, "squeeze_last_dim"):squeeze(-1) end
+end), "squeeze_last_dim(): removes the last dimension (of size 1)")
+
+-- A Python axis (0-based, negative from the end) as bv's 1-based dimension number.
+local function lua_dim(axis)
+  return axis < 0 and axis or axis + 1
+end
+
+register("concat", function(a)
+  local inkeys, axis = a.inkeys, a.axis
+  local outkey = a.outkey or inkeys[1]
+  return function(data)
+    local parts = {}
+    for i, k in ipairs(inkeys) do
+      if data[k] == nil then pp.missing_key(data, k) end
+      parts[i] = as_tensor(data[k], "concat")
+    end
+    data[outkey] = bv.cat(parts, lua_dim(axis))
+    return data
+  end
+end, "concat(inkeys, outkey=None, axis=-1): concatenates the tensors of inkeys along a "
+  .. "(Python) axis into outkey (default inkeys[0])")
+
+register("pad_to_shape", ikok(function(a)
+  local shape = {}
+  for i, d in ipairs(a.shape) do shape[i] = d == require("bv.literal").null and -1 or d end
+  local pad_value, where = a.pad_value, a.where
+  return function(x) return bv.ops.pad_to_shape(as_tensor(x, "pad_to_shape"), shape, pad_value, where) end
+end), "pad_to_shape(shape, pad_value=0, where='after'): pads up to shape (None leaves a "
+  .. "dimension); where is after, before or both")
+
+-- Flattens nested tables with string keys into "a/b" names (lists and tensors are values).
+local function is_dict(v)
+  if type(v) ~= "table" then return false end
+  local any = false
+  for k in pairs(v) do
+    if type(k) ~= "string" then return false end
+    any = true
+  end
+  return any
+end
+
+local function flatten_into(out, prefix, v)
+  for k, x in pairs(v) do
+    local name = prefix and (prefix .. "/" .. k) or k
+    if is_dict(x) then flatten_into(out, name, x) else out[name] = x end
+  end
+end
+
+register("flatten", function(a)
+  local keys = a.keys
+  return function(data)
+    local out = {}
+    for k, v in pairs(data) do
+      local selected = keys == nil
+      if keys then
+        for _, want in ipairs(keys) do selected = selected or want == k end
+      end
+      if selected and is_dict(v) then flatten_into(out, k, v) else out[k] = v end
+    end
+    return out
+  end
+end, "flatten(keys=None): nested tables under keys (default all) become 'a/b' keys")
+
+register("reshape", ikok(function(a)
+  local shape = a.new_shape
+  return function(x) return as_tensor(x, "reshape"):reshape(shape) end
+end), "reshape(new_shape): reshapes, keeping the dtype")
+
+-- An empty value (a tensor with no elements, or an empty list of strings) takes `value`, as a
+-- tensor of ones in every dimension (shape [0,0] becomes [1,1]) or as a one-string list.
+register("setdefault", function(a)
+  local key, value = a.key, a.value
+  return function(data)
+    local x = data[key]
+    if x == nil then
+      data[key] = value
+    elseif bv.is_tensor(x) then
+      if x:numel() == 0 then
+        local shape = {}
+        for i, d in ipairs(x:shape()) do shape[i] = d == 0 and 1 or d end
+        data[key] = bv.full(shape, value, x:dtype())
+      end
+    elseif type(x) == "table" and #x == 0 then
+      data[key] = {value}
+    end
+    return data
+  end
+end, "setdefault(key, value): fills a missing or empty value with value")
+
+-- Picks items along the first dimension of each key (tensors or lists), the same items for all.
+local function count_items(v)
+  if bv.is_tensor(v) then
+    if v:dim() == 0 then error("choice: cannot choose from a 0-d tensor", 0) end
+    return v:size(1)
+  end
+  if type(v) == "table" then return #v end
+  error("choice: cannot choose from a " .. type(v), 0)
+end
+
+local function take(v, indices, single)
+  if single then
+    if bv.is_tensor(v) then return v[indices[1]] end
+    return v[indices[1]]
+  end
+  if bv.is_tensor(v) then
+    local rows = {}
+    for i, j in ipairs(indices) do rows[i] = v[j] end
+    if #rows == 0 then return v:narrow(1, 1, 0) end
+    return bv.stack(rows)
+  end
+  local out = {}
+  for i, j in ipairs(indices) do out[i] = v[j] end
+  return out
+end
+
+register("choice", function(a)
+  local n, fewer_ok = a.n, a.fewer_ok
+  local inkeys = pp.maybe_repeat(a.inkey or a.key, 1)
+  local outkeys = a.outkey or a.key
+  if type(outkeys) ~= "table" then outkeys = {outkeys} end
+  if inkeys[1] == nil or outkeys[1] == nil then error("choice: give key or inkey/outkey", 0) end
+  if #inkeys ~= #outkeys then error("choice: inkey and outkey have different lengths", 0) end
+  local single = n == "single"
+  local min_n = single and 1 or type(n) == "table" and n[1] or n
+  return function(data, rng)
+    if not rng then error("choice: needs a random stream (rng)", 0) end
+    local count
+    for _, k in ipairs(inkeys) do
+      if data[k] == nil then pp.missing_key(data, k) end
+      local c = count_items(data[k])
+      if count and c ~= count then error("choice: keys have different numbers of items", 0) end
+      count = c
+    end
+    if not fewer_ok and count < min_n then
+      error(string.format("choice: needs at least %d items, got %d", min_n, count), 0)
+    end
+    local indices
+    if single then
+      indices = {rng:integer(1, count)}
+    else
+      local want = type(n) == "table" and rng:integer(n[1], n[2]) or n
+      -- A partial Fisher-Yates shuffle picks `want` distinct items; sorting keeps their order.
+      local perm = {}
+      for i = 1, count do perm[i] = i end
+      want = math.min(want, count)
+      for i = 1, want do
+        local j = rng:integer(i, count)
+        perm[i], perm[j] = perm[j], perm[i]
+      end
+      indices = {table.unpack(perm, 1, want)}
+      table.sort(indices)
+    end
+    for i, k in ipairs(inkeys) do
+      local out = outkeys[i]:gsub("{key}", k)
+      data[out] = take(data[k], indices, single)
+    end
+    return data
+  end
+end, "choice(n='single', key=None, fewer_ok=False, inkey=None, outkey=None): picks one "
+  .. "item ('single'), n items, or a random count in [lo, hi], the same for every key")
