@@ -8,12 +8,6 @@ namespace bv::lua {
 
 namespace {
 
-void push_rng(lua_State* L, Rng rng) {
-  void* p = lua_newuserdatauv(L, sizeof(Rng), 0);
-  new (p) Rng(std::move(rng));  // constructed before the metatable is set: no __gc on garbage
-  luaL_setmetatable(L, kRngMeta);
-}
-
 // bv.rng(seed): seeds are integers; the same seed gives the same stream on every run.
 int rng_new(lua_State* L) {
   push_rng(L, Rng(static_cast<uint64_t>(check_int(L, 1))));
@@ -69,6 +63,12 @@ int rng_tostring(lua_State* L) {
 }
 
 }  // namespace
+
+void push_rng(lua_State* L, Rng rng) {
+  void* p = lua_newuserdatauv(L, sizeof(Rng), 0);
+  new (p) Rng(std::move(rng));  // constructed before the metatable is set: no __gc on garbage
+  luaL_setmetatable(L, kRngMeta);
+}
 
 Rng& check_rng(lua_State* L, int arg) { return *static_cast<Rng*>(luaL_checkudata(L, arg, kRngMeta)); }
 

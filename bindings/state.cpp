@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -21,6 +22,7 @@ namespace bv::lua {
 
 void open_fs(lua_State* L);   // fs.cpp
 void open_ops(lua_State* L);  // ops.cpp
+void open_data(lua_State* L); // data.cpp
 
 namespace {
 
@@ -67,6 +69,7 @@ int open_native(lua_State* L) {
   open_fs(L);
   open_image(L);
   open_ops(L);
+  open_data(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       {nullptr, nullptr},
@@ -79,7 +82,21 @@ int open_native(lua_State* L) {
   return 1;
 }
 
+namespace {
+std::string g_lib_dir;
+std::mutex g_lib_dir_mu;
+}  // namespace
+
+std::string current_lib_dir() {
+  std::lock_guard<std::mutex> lock(g_lib_dir_mu);
+  return g_lib_dir;
+}
+
 lua_State* new_state(const std::string& lib_dir) {
+  {
+    std::lock_guard<std::mutex> lock(g_lib_dir_mu);
+    g_lib_dir = lib_dir;
+  }
   lua_State* L = luaL_newstate();
   BV_CHECK(L, "cannot create a Lua state: out of memory");
   luaL_openlibs(L);

@@ -15,6 +15,9 @@ std::string find_lib_dir(const char* argv0);
 // Returns a new state, or throws bv::Error with the Lua message if lib/bv/init.lua fails.
 lua_State* new_state(const std::string& lib_dir);
 
+// The lib/ directory of the last state made (data workers make their states from it).
+std::string current_lib_dir();
+
 // The native module: tensors, rng, fs, machine facts.
 int open_native(lua_State* L);
 

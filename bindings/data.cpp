@@ -1,0 +1,522 @@
+// bv._data: sources and the threaded pipeline (runtime/data) seen from Lua. lib/bv/data.lua
+// builds the user-facing bv.data.training / bv.data.inference on top.
+//
+// Each pipeline worker thread owns a Lua state made like every other (new_state), which first
+// loads the run's config file (so ops the config registers inline exist there too) and any
+// `requires`, then builds the pp functions from their strings. Examples cross between threads
+// as C++ values (at::Tensor refcounts are atomic), never as Lua values.
+#include <lua.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "data/pipeline.h"
+#include "data/sources.h"
+#include "lua_util.h"
+#include "rng.h"
+#include "state.h"
+#include "tensor.h"
+
+namespace bv::lua {
+
+namespace {
+
+constexpr const char* kSourceMeta = "bv.Source";
+constexpr const char* kPipelineMeta = "bv.Pipeline";
+
+using SourcePtr = std::shared_ptr<const data::Source>;
+
+// File bytes read once and kept (input.cache_raw), shared by the workers.
+struct FileCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> bytes;
+};
+
+std::shared_ptr<const std::string> read_bytes(const std::string& path, FileCache* cache) {
+  if (cache) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    auto it = cache->bytes.find(path);
+    if (it != cache->bytes.end()) return it->second;
+  }
+  auto data = std::make_shared<const std::string>(fs::read_file(path));
+  if (cache) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    cache->bytes.emplace(path, data);
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values between C++ and Lua
+
+void push_value(lua_State* L, const data::Value& v, FileCache* cache) {
+  using K = data::Value::Kind;
+  switch (v.kind) {
+    case K::kNone: lua_pushnil(L); break;
+    case K::kBool: lua_pushboolean(L, v.b); break;
+    case K::kInt: lua_pushinteger(L, v.i); break;
+    case K::kFloat: lua_pushnumber(L, v.f); break;
+    case K::kString: lua_pushlstring(L, v.s.data(), v.s.size()); break;
+    case K::kFile: {
+      auto bytes = read_bytes(v.s, cache);
+      lua_pushlstring(L, bytes->data(), bytes->size());
+      break;
+    }
+    case K::kTensor: push_tensor(L, v.tensor); break;
+    case K::kList:
+      lua_createtable(L, static_cast<int>(v.list.size()), 0);
+      for (size_t i = 0; i < v.list.size(); ++i) {
+        push_value(L, v.list[i], cache);
+        lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+      }
+      break;
+  }
+}
+
+void push_example(lua_State* L, const data::Example& ex, FileCache* cache) {
+  lua_createtable(L, 0, static_cast<int>(ex.size()));
+  for (const auto& [key, value] : ex) {
+    push_value(L, value, cache);
+    lua_setfield(L, -2, key.c_str());
+  }
+}
+
+data::Value to_value(lua_State* L, int idx, const std::string& key) {
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TBOOLEAN: return data::Value::boolean(lua_toboolean(L, idx));
+    case LUA_TNUMBER:
+      return lua_isinteger(L, idx) ? data::Value::integer(lua_tointeger(L, idx))
+                                   : data::Value::number(lua_tonumber(L, idx));
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return data::Value::string(std::string(s, n));
+    }
+    case LUA_TUSERDATA:
+      if (at::Tensor* t = test_tensor(L, idx)) return data::Value::of_tensor(*t);
+      break;
+    case LUA_TTABLE: {
+      data::Value list;
+      list.kind = data::Value::Kind::kList;
+      lua_Integer n = luaL_len(L, idx);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, idx, i);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TTABLE) {
+          fail("the pp result's key '", key, "' is a list holding a ", luaL_typename(L, -1),
+               "; lists may hold strings only (make numbers a tensor)");
+        }
+        list.list.push_back(to_value(L, -1, key));
+        lua_pop(L, 1);
+      }
+      return list;
+    }
+    default: break;
+  }
+  fail("the pp result's key '", key, "' is a ", luaL_typename(L, idx),
+       " (expected a tensor, number, boolean, string or list of strings)");
+}
+
+// A pp result table -> Example, keys sorted so every worker produces the same order.
+data::Example to_example(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  BV_CHECK(lua_istable(L, idx), "the pp function returned a ", luaL_typename(L, idx),
+           ", not an example table");
+  std::vector<std::string> keys;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    BV_CHECK(lua_type(L, -1) == LUA_TSTRING, "the pp result has a non-string key (",
+             luaL_typename(L, -1), ")");
+    keys.push_back(lua_tostring(L, -1));
+  }
+  std::sort(keys.begin(), keys.end());
+  data::Example ex;
+  for (const auto& k : keys) {
+    lua_getfield(L, idx, k.c_str());
+    ex.emplace_back(k, to_value(L, -1, k));
+    lua_pop(L, 1);
+  }
+  return ex;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sources
+
+SourcePtr& check_source(lua_State* L, int arg) {
+  return *static_cast<SourcePtr*>(luaL_checkudata(L, arg, kSourceMeta));
+}
+
+std::string opt_string_field(lua_State* L, int table, const char* name, const std::string& def) {
+  lua_getfield(L, table, name);
+  std::string out = lua_isnil(L, -1) ? def : luaL_checkstring(L, -1);
+  lua_pop(L, 1);
+  return out;
+}
+
+int64_t opt_int_field(lua_State* L, int table, const char* name, int64_t def) {
+  lua_getfield(L, table, name);
+  int64_t out = def;
+  if (!lua_isnil(L, -1)) {
+    int ok = 0;
+    out = lua_tointegerx(L, -1, &ok);
+    if (!ok) raise(L, str("data: '", name, "' must be an integer"));
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+// bv._data.source({name = "bv:jsonl", fname = ..., fopen_keys = {...}, start, stop} |
+//                 {name = "bv:imagefolder", root = ...})
+int data_source(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::string name = opt_string_field(L, 1, "name", "");
+  data::Source src;
+  if (name == "bv:jsonl") {
+    data::JsonlOptions o;
+    o.fname = opt_string_field(L, 1, "fname", "");
+    if (o.fname.empty()) raise(L, "bv:jsonl: 'fname' is required");
+    o.start = opt_int_field(L, 1, "start", 0);
+    o.stop = opt_int_field(L, 1, "stop", -1);
+    lua_getfield(L, 1, "fopen_keys");
+    if (lua_istable(L, -1)) {
+      // A list of keys (no prefix) or a map key -> directory.
+      lua_pushnil(L);
+      while (lua_next(L, -2)) {
+        if (lua_type(L, -2) == LUA_TNUMBER) {
+          o.fopen_keys[luaL_checkstring(L, -1)] = "";
+        } else {
+          o.fopen_keys[luaL_checkstring(L, -2)] = luaL_checkstring(L, -1);
+        }
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "download_keys");
+    if (lua_istable(L, -1)) {
+      lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, -1, i);
+        o.download_keys.push_back(luaL_checkstring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+    src = data::load_jsonl(o);
+  } else if (name == "bv:imagefolder") {
+    std::string root = opt_string_field(L, 1, "root", "");
+    if (root.empty()) raise(L, "bv:imagefolder: 'root' is required");
+    src = data::load_image_folder(root);
+  } else {
+    raise(L, str("data: unknown source '", name, "' (bvlua has bv:jsonl and bv:imagefolder)"));
+  }
+  void* p = lua_newuserdatauv(L, sizeof(SourcePtr), 0);
+  new (p) SourcePtr(std::make_shared<const data::Source>(std::move(src)));
+  luaL_setmetatable(L, kSourceMeta);
+  return 1;
+}
+
+int source_size(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(check_source(L, 1)->examples.size()));
+  return 1;
+}
+
+// source:example(i): the raw example i (1-based) as the pp receives it (file bytes read).
+int source_example(lua_State* L) {
+  const SourcePtr& src = check_source(L, 1);
+  int64_t i = check_int(L, 2);
+  int64_t n = static_cast<int64_t>(src->examples.size());
+  if (i < 1 || i > n) raise(L, str("example ", i, " out of range 1..", n));
+  push_example(L, src->examples[static_cast<size_t>(i - 1)], nullptr);
+  return 1;
+}
+
+int source_origin(lua_State* L) {
+  const SourcePtr& src = check_source(L, 1);
+  int64_t i = check_int(L, 2);
+  if (i < 1 || i > static_cast<int64_t>(src->origins.size())) raise(L, "origin index out of range");
+  lua_pushstring(L, src->origins[static_cast<size_t>(i - 1)].str().c_str());
+  return 1;
+}
+
+int source_class_names(lua_State* L) {
+  const SourcePtr& src = check_source(L, 1);
+  lua_createtable(L, static_cast<int>(src->class_names.size()), 0);
+  for (size_t i = 0; i < src->class_names.size(); ++i) {
+    lua_pushstring(L, src->class_names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int source_gc(lua_State* L) {
+  static_cast<SourcePtr*>(luaL_checkudata(L, 1, kSourceMeta))->~SourcePtr();
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipelines
+
+struct WorkerSetup {
+  std::string lib_dir;
+  std::string config;               // "path.lua:args" loaded for its side effects, or ""
+  std::vector<std::string> requires;
+  std::vector<std::string> pp;      // one pp string per source
+  std::vector<SourcePtr> sources;
+  uint64_t seed = 0;
+  std::shared_ptr<FileCache> cache;  // null unless cache_raw
+};
+
+struct LuaCloser {
+  void operator()(lua_State* L) const { lua_close(L); }
+};
+
+// Runs `code` in L with the traceback handler; throws bv::Error with the Lua message.
+void run_or_throw(lua_State* L, int nargs, int nresults, const std::string& what) {
+  if (pcall_traceback(L, nargs, nresults) != LUA_OK) {
+    std::string msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)";
+    lua_pop(L, 1);
+    fail(what, ": ", msg);
+  }
+}
+
+std::string describe(const WorkerSetup& s, const data::Item& item) {
+  const data::Source& src = *s.sources[static_cast<size_t>(item.source)];
+  std::string out = src.origins[static_cast<size_t>(item.index)].str();
+  for (const auto& [key, v] : src.examples[static_cast<size_t>(item.index)]) {
+    if (v.kind == data::Value::Kind::kFile) out += " (" + key + ": " + v.s + ")";
+  }
+  return out;
+}
+
+data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
+  std::shared_ptr<lua_State> state(new_state(setup->lib_dir), LuaCloser());
+  lua_State* L = state.get();
+  if (!setup->config.empty()) {
+    lua_getglobal(L, "bv");
+    lua_getfield(L, -1, "config");
+    lua_getfield(L, -1, "load");
+    lua_pushstring(L, setup->config.c_str());
+    run_or_throw(L, 1, 0, "loading the config '" + setup->config + "' in a data worker");
+    lua_pop(L, 2);
+  }
+  for (const auto& mod : setup->requires) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod.c_str());
+    run_or_throw(L, 1, 0, "require '" + mod + "' in a data worker");
+  }
+  // The pp functions, one per source, kept in a table in the registry.
+  lua_createtable(L, static_cast<int>(setup->pp.size()), 0);
+  for (size_t i = 0; i < setup->pp.size(); ++i) {
+    lua_getglobal(L, "bv");
+    lua_getfield(L, -1, "pp");
+    lua_getfield(L, -1, "build");
+    lua_pushstring(L, setup->pp[i].c_str());
+    run_or_throw(L, 1, 1, "building the pp '" + setup->pp[i] + "'");
+    lua_rawseti(L, -4, static_cast<lua_Integer>(i + 1));
+    lua_pop(L, 2);
+  }
+  int pp_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+
+  return [state, setup, pp_ref](const data::Item& item) {
+    lua_State* L = state.get();
+    int top = lua_gettop(L);
+    try {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, pp_ref);
+      lua_rawgeti(L, -1, item.source + 1);
+      const data::Source& src = *setup->sources[static_cast<size_t>(item.source)];
+      push_example(L, src.examples[static_cast<size_t>(item.index)], setup->cache.get());
+      push_rng(L, Rng(data::mix_seed(setup->seed, item.seq)));
+      run_or_throw(L, 2, 1, describe(*setup, item));
+      data::Example ex = to_example(L, -1);
+      lua_settop(L, top);
+      return ex;
+    } catch (const std::exception& e) {
+      lua_settop(L, top);
+      std::string msg = e.what();
+      std::string where = describe(*setup, item);
+      if (msg.rfind(where, 0) != 0) msg = where + ": " + msg;
+      throw Error(msg);
+    }
+  };
+}
+
+struct PipelineBox {
+  std::unique_ptr<data::Pipeline> pipeline;
+};
+
+data::Pipeline& check_pipeline(lua_State* L, int arg) {
+  auto* box = static_cast<PipelineBox*>(luaL_checkudata(L, arg, kPipelineMeta));
+  if (!box->pipeline) raise(L, "the pipeline was closed");
+  return *box->pipeline;
+}
+
+std::vector<std::string> string_list_field(lua_State* L, int table, const char* name) {
+  std::vector<std::string> out;
+  lua_getfield(L, table, name);
+  if (lua_istable(L, -1)) {
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, -1, i);
+      out.push_back(luaL_checkstring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+bool bool_field(lua_State* L, int table, const char* name, bool def) {
+  lua_getfield(L, table, name);
+  bool out = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return out;
+}
+
+// bv._data.pipeline{sources = {src...}, pp = {string...}, weights = {w...}, batch_size, workers,
+//   seed, shuffle, shuffle_buffer_size, repeat, prefetch, skip_errors, max_consecutive_errors,
+//   pad_last_batch, position, rank, world, cache_raw, config, requires = {...}}
+int data_pipeline(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  auto setup = std::make_shared<WorkerSetup>();
+  setup->lib_dir = current_lib_dir();
+  setup->config = opt_string_field(L, 1, "config", "");
+  setup->requires = string_list_field(L, 1, "requires");
+  setup->pp = string_list_field(L, 1, "pp");
+  setup->seed = static_cast<uint64_t>(opt_int_field(L, 1, "seed", 0));
+  if (bool_field(L, 1, "cache_raw", false)) setup->cache = std::make_shared<FileCache>();
+
+  lua_getfield(L, 1, "sources");
+  luaL_argexpected(L, lua_istable(L, -1), 1, "sources list");
+  lua_Integer nsrc = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= nsrc; ++i) {
+    lua_geti(L, -1, i);
+    setup->sources.push_back(check_source(L, lua_gettop(L)));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (setup->sources.empty()) raise(L, "data: no sources");
+  if (setup->pp.size() != setup->sources.size()) {
+    raise(L, str("data: ", setup->sources.size(), " sources but ", setup->pp.size(), " pp strings"));
+  }
+  std::vector<double> weights(setup->sources.size(), 1.0);
+  lua_getfield(L, 1, "weights");
+  if (lua_istable(L, -1)) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      lua_geti(L, -1, static_cast<lua_Integer>(i + 1));
+      weights[i] = luaL_checknumber(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+
+  int rank = static_cast<int>(opt_int_field(L, 1, "rank", 0));
+  int world = static_cast<int>(opt_int_field(L, 1, "world", 1));
+  bool shuffle = bool_field(L, 1, "shuffle", true);
+  bool repeat = bool_field(L, 1, "repeat", true);
+  int64_t buffer = opt_int_field(L, 1, "shuffle_buffer_size", 0);
+  std::vector<data::IndexStream> streams;
+  for (size_t s = 0; s < setup->sources.size(); ++s) {
+    auto indices = data::process_indices(static_cast<int64_t>(setup->sources[s]->examples.size()),
+                                         rank, world);
+    uint64_t seed = data::mix_seed(setup->seed, 1000 + s * 7919 + static_cast<uint64_t>(rank));
+    streams.emplace_back(std::move(indices), seed, shuffle, buffer, repeat);
+  }
+  data::ItemStream stream(std::move(streams), weights, setup->seed);
+
+  data::PipelineOptions o;
+  o.batch_size = opt_int_field(L, 1, "batch_size", 1);
+  o.workers = static_cast<int>(opt_int_field(L, 1, "workers", 1));
+  o.prefetch_batches = opt_int_field(L, 1, "prefetch", 2);
+  o.skip_errors = bool_field(L, 1, "skip_errors", false);
+  o.max_consecutive_errors = opt_int_field(L, 1, "max_consecutive_errors", 20);
+  o.pad_last_batch = bool_field(L, 1, "pad_last_batch", false);
+  uint64_t position = static_cast<uint64_t>(opt_int_field(L, 1, "position", 0));
+
+  void* p = lua_newuserdatauv(L, sizeof(PipelineBox), 0);
+  auto* box = new (p) PipelineBox();
+  luaL_setmetatable(L, kPipelineMeta);
+  std::shared_ptr<const WorkerSetup> shared = setup;
+  box->pipeline = std::make_unique<data::Pipeline>(
+      std::move(stream), [shared](int) { return make_worker(shared); }, o, position);
+  return 1;
+}
+
+// pipeline:next() -> batch table, or nil at the end of a finite stream.
+int pipeline_next(lua_State* L) {
+  data::Pipeline& p = check_pipeline(L, 1);
+  data::Example batch;
+  if (!p.next(&batch)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  push_example(L, batch, nullptr);
+  return 1;
+}
+
+int pipeline_position(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(check_pipeline(L, 1).position()));
+  return 1;
+}
+
+int pipeline_skipped(lua_State* L) {
+  lua_pushinteger(L, check_pipeline(L, 1).skipped());
+  return 1;
+}
+
+// __gc and __close: stop the worker threads now.
+int pipeline_close(lua_State* L) {
+  auto* box = static_cast<PipelineBox*>(luaL_checkudata(L, 1, kPipelineMeta));
+  box->pipeline.reset();
+  return 0;
+}
+
+int pipeline_gc(lua_State* L) {
+  static_cast<PipelineBox*>(luaL_checkudata(L, 1, kPipelineMeta))->~PipelineBox();
+  return 0;
+}
+
+void new_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFunction gc) {
+  luaL_newmetatable(L, name);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+}
+
+}  // namespace
+
+void open_data(lua_State* L) {
+  static const luaL_Reg source_methods[] = {
+      BV_FN("size", source_size),       BV_FN("example", source_example),
+      BV_FN("origin", source_origin),   BV_FN("class_names", source_class_names),
+      {nullptr, nullptr},
+  };
+  new_class(L, kSourceMeta, source_methods, source_gc);
+  static const luaL_Reg pipeline_methods[] = {
+      BV_FN("next", pipeline_next),       BV_FN("position", pipeline_position),
+      BV_FN("skipped", pipeline_skipped), BV_FN("close", pipeline_close),
+      {nullptr, nullptr},
+  };
+  new_class(L, kPipelineMeta, pipeline_methods, pipeline_gc);
+  luaL_getmetatable(L, kPipelineMeta);
+  lua_pushcfunction(L, guarded<pipeline_close>);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+
+  static const luaL_Reg functions[] = {
+      BV_FN("source", data_source), BV_FN("pipeline", data_pipeline), {nullptr, nullptr},
+  };
+  luaL_newlib(L, functions);
+  lua_setfield(L, -2, "_data");
+}
+
+}  // namespace bv::lua

@@ -1,0 +1,104 @@
+-- bv.data: big_vision's input pipelines from a config's `input` section.
+--
+--   local it, total = bv.data.training(config.input, {seed = 0, config = "configs/x.lua:arg"})
+--   local batch = it:next()      -- key -> stacked tensor (strings: lists)
+--   it:position()                -- save it; {position = p} resumes at the same example
+--
+-- The work happens in native worker threads (bindings/data.cpp, runtime/data/pipeline.cpp),
+-- each with its own Lua state that loads `opts.config` so ops registered inline exist there.
+local M = {}
+
+-- Keys that belong to one dataset of a mixture (input[name]), never to the top of `input`.
+local PER_PIPELINE = {"shuffle_buffer_size", "cache_raw", "num_parallel_calls", "pre_filter_fn",
+                      "post_filter_fn", "pack", "skip_errors"}
+
+-- A source from a big_vision data config: {name = "bv:jsonl", fname = ..., fopen_keys = ...}.
+function M.source(data_cfg)
+  if type(data_cfg) ~= "table" or type(data_cfg.name) ~= "string" then
+    error("data: a data config needs a 'name' (e.g. name = \"bv:jsonl\")", 2)
+  end
+  return bv._data.source(data_cfg)
+end
+
+local function common(opts)
+  return {
+    seed = opts.seed or 0,
+    workers = opts.workers or bv.threads(),
+    rank = opts.rank or 0,
+    world = opts.world or 1,
+    config = opts.config,
+    requires = opts.requires,
+    position = opts.position,
+  }
+end
+
+-- Returns the training iterator (shuffled, repeated forever, batches of batch_size / world
+-- with the remainder dropped) and the number of examples in the whole split (for epochs).
+function M.training(input, opts)
+  opts = opts or {}
+  if type(input) ~= "table" or type(input.data) ~= "table" then
+    error("data.training: expected the config's input section with a 'data' table", 2)
+  end
+  local spec = common(opts)
+  local sources, pps, weights, total = {}, {}, {}, 0
+  if type(input.data.name) == "string" then
+    local src = M.source(input.data)
+    sources[1], pps[1], weights[1] = src, input.pp or "", 1
+    total = src:size()
+    spec.shuffle_buffer_size = input.shuffle_buffer_size
+    spec.cache_raw = input.cache_raw
+    spec.skip_errors = input.skip_errors
+  else
+    for _, k in ipairs(PER_PIPELINE) do
+      if input[k] ~= nil then
+        error(string.format("data: input.%s belongs to each dataset of a mixture "
+          .. "(input.<name>.%s)", k, k), 2)
+      end
+    end
+    local names = {}
+    for name in pairs(input.data) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local w = input.data[name]
+      local sub = input[name]
+      if type(sub) ~= "table" then error("data: mixture entry '" .. name .. "' has no input." .. name, 2) end
+      if w > 0 then
+        local src = M.source(sub.data)
+        sources[#sources + 1], pps[#pps + 1], weights[#weights + 1] = src, sub.pp or "", w
+        total = total + src:size()
+        -- One setting for the whole mixture: the first dataset's (they are usually equal).
+        spec.shuffle_buffer_size = spec.shuffle_buffer_size or sub.shuffle_buffer_size
+        spec.skip_errors = spec.skip_errors or sub.skip_errors
+        spec.cache_raw = spec.cache_raw or sub.cache_raw
+      end
+    end
+  end
+  local bs = input.batch_size
+  if math.type(bs) ~= "integer" or bs < 1 then error("data: input.batch_size must be a positive integer", 2) end
+  if bs % spec.world ~= 0 then
+    error(string.format("data: batch_size %d is not divisible by %d processes", bs, spec.world), 2)
+  end
+  spec.sources, spec.pp, spec.weights = sources, pps, weights
+  spec.batch_size = bs // spec.world
+  spec.shuffle, spec["repeat"] = true, true
+  spec.prefetch = input.prefetch or 2
+  return bv._data.pipeline(spec), total
+end
+
+-- The evaluation iterator: every example of this process's part exactly once, in order; the
+-- last batch is padded with zeros and the bool key `_mask` marks the real rows.
+-- cfg = {data = {...}, pp = "...", batch_size = N}
+function M.inference(cfg, opts)
+  opts = opts or {}
+  local spec = common(opts)
+  local src = M.source(cfg.data)
+  spec.sources, spec.pp, spec.weights = {src}, {cfg.pp or ""}, {1}
+  local bs = cfg.batch_size
+  if math.type(bs) ~= "integer" or bs < 1 then error("data: batch_size must be a positive integer", 2) end
+  spec.batch_size = math.max(1, bs // spec.world)
+  spec.shuffle, spec["repeat"], spec.pad_last_batch = false, false, true
+  spec.cache_raw = cfg.cache_raw
+  return bv._data.pipeline(spec), src:size()
+end
+
+return M

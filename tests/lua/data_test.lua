@@ -1,0 +1,203 @@
+-- bv.data: sources, the threaded pipeline's determinism and resume, inference padding,
+-- mixtures, sharding and the failure modes (bad JSON, missing files, pp errors, skip_errors).
+local T = require "bv.testing"
+local json = require "bv.json"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+bv.fs.mkdirs(tmp)
+
+-- Writes `rows` (Lua tables) as a JSON-L file and returns its path.
+local function write_jsonl(name, rows, extra_lines)
+  local lines = {}
+  for i, r in ipairs(rows) do lines[i] = json.encode(r) end
+  for _, l in ipairs(extra_lines or {}) do lines[#lines + 1] = l end
+  local path = tmp .. "/" .. name
+  bv.fs.write_file(path, table.concat(lines, "\n") .. "\n")
+  return path
+end
+
+local rows = {}
+for i = 0, 19 do rows[#rows + 1] = {x = i, txt = "ex" .. i, v = {i, i + 1}} end
+local fname = write_jsonl("d.jsonl", rows)
+local data_cfg = {name = "bv:jsonl", fname = fname}
+
+local function take(it, n)
+  local out = {}
+  for i = 1, n do
+    local b = it:next()
+    out[i] = {x = b.x:totable(), r = b.r and b.r:totable(), txt = b.txt}
+  end
+  return out
+end
+
+T.test("jsonl source: ids, fields, start/stop, lists as tensors", function()
+  local src = bv.data.source(data_cfg)
+  T.eq(src:size(), 20)
+  local ex = src:example(3)
+  T.eq(ex.id, "2"); T.eq(ex.x, 2); T.eq(ex.txt, "ex2"); T.eq(ex.v:totable(), {2, 3})
+  T.eq(src:origin(3), fname .. ":3")
+  local part = bv.data.source({name = "bv:jsonl", fname = fname, start = 5, stop = 8})
+  T.eq(part:size(), 3)
+  T.eq(part:example(1).x, 5)
+  T.eq(part:example(1).id, "0")  -- the index among kept examples, as big_vision
+  local own = bv.data.source({name = "bv:jsonl", fname = write_jsonl("id.jsonl", {{id = "a7", x = 1}})})
+  T.eq(own:example(1).id, "a7")
+end)
+
+T.test("the batch sequence does not depend on the number of workers", function()
+  local input = {data = data_cfg, batch_size = 4, shuffle_buffer_size = 7,
+                 pp = "choice(n=1, key=['v'])|lower(key='txt')"}
+  local a = take(bv.data.training(input, {seed = 3, workers = 1}), 12)
+  local b = take(bv.data.training(input, {seed = 3, workers = 2}), 12)
+  local c = take(bv.data.training(input, {seed = 3, workers = 4}), 12)
+  T.eq(a, b); T.eq(a, c)
+  local d = take(bv.data.training(input, {seed = 4, workers = 2}), 12)
+  T.truthy(not T.deep_eq(a, d), "another seed, another order")
+end)
+
+T.test("every epoch visits each example once (shuffle then repeat)", function()
+  local it = bv.data.training({data = data_cfg, batch_size = 5, shuffle_buffer_size = 6},
+                              {seed = 0, workers = 2})
+  for _ = 1, 3 do
+    local seen = {}
+    for _ = 1, 4 do
+      for _, x in ipairs(it:next().x:totable()) do seen[#seen + 1] = x end
+    end
+    table.sort(seen)
+    local want = {}
+    for i = 0, 19 do want[#want + 1] = i end
+    T.eq(seen, want)
+  end
+end)
+
+T.test("a saved position resumes with exactly the same examples and randomness", function()
+  local input = {data = data_cfg, batch_size = 3, shuffle_buffer_size = 5, pp = "test_noise"}
+  -- test_noise lives in a module that the workers require
+  local opts = {seed = 9, workers = 2, requires = {"bv.testing_ops"}}
+  local full = take(bv.data.training(input, opts), 10)
+  local it = bv.data.training(input, opts)
+  take(it, 4)
+  local pos = it:position()
+  T.eq(pos, 12)
+  local resumed = take(bv.data.training(input, {seed = 9, workers = 3, position = pos,
+                                                requires = {"bv.testing_ops"}}), 6)
+  for i = 1, 6 do T.eq(resumed[i], full[4 + i]) end
+end)
+
+T.test("ops a config registers inline exist in the workers", function()
+  local cfg = bv.config.load("tests/lua/fixtures/cfg_inline_op.lua")
+  cfg.input.data = data_cfg
+  local it = bv.data.training(cfg.input, {config = "tests/lua/fixtures/cfg_inline_op.lua", workers = 2})
+  for _, x in ipairs(it:next().x:totable()) do T.truthy(x >= 10, "add_ten ran") end
+  T.raises(function()
+    bv.data.training(cfg.input, {workers = 1}):next()
+  end, "unknown op 'add_ten'")
+end)
+
+T.test("inference: every example once, in order, last batch padded with _mask", function()
+  local it, n = bv.data.inference({data = data_cfg, batch_size = 8}, {workers = 2})
+  T.eq(n, 20)
+  local xs, masks = {}, {}
+  while true do
+    local b = it:next()
+    if not b then break end
+    for i, x in ipairs(b.x:totable()) do
+      xs[#xs + 1] = x
+      masks[#masks + 1] = b._mask[i]:item()
+    end
+    T.eq(b.txt[8] ~= nil, true)
+  end
+  T.eq(#xs, 24)
+  for i = 1, 20 do T.eq(xs[i], i - 1); T.eq(masks[i], true) end
+  for i = 21, 24 do T.eq(xs[i], 0); T.eq(masks[i], false) end
+end)
+
+T.test("per-process shards split the examples like np.array_split", function()
+  local seen = {}
+  for rank = 0, 2 do
+    local it = bv.data.inference({data = data_cfg, batch_size = 3}, {rank = rank, world = 3})
+    local b = it:next()
+    seen[rank + 1] = b.x[1]:item()
+  end
+  T.eq(seen, {0, 7, 14})  -- parts of 7, 7, 6
+  T.raises(function()
+    bv.data.training({data = data_cfg, batch_size = 5}, {world = 2})
+  end, "not divisible by 2 processes")
+end)
+
+T.test("mixtures follow the weights; zero weight is left out", function()
+  local other = write_jsonl("o.jsonl", {{x = 100}, {x = 101}, {x = 102}})
+  local input = {data = {a = 0.75, b = 0.25, c = 0}, batch_size = 20,
+                 a = {data = data_cfg, pp = "keep('x')", shuffle_buffer_size = 4},
+                 b = {data = {name = "bv:jsonl", fname = other}, pp = "keep('x')"},
+                 c = {data = {name = "bv:jsonl", fname = "/nonexistent.jsonl"}}}
+  local it, total = bv.data.training(input, {seed = 1, workers = 2})
+  T.eq(total, 23)
+  local from_b = 0
+  for _ = 1, 20 do
+    for _, x in ipairs(it:next().x:totable()) do
+      if x >= 100 then from_b = from_b + 1 end
+    end
+  end
+  T.truthy(from_b > 60 and from_b < 140, "about a quarter of 400 from b, got " .. from_b)
+  input.shuffle_buffer_size = 10
+  T.raises(function() bv.data.training(input) end, "input.shuffle_buffer_size belongs to each dataset")
+end)
+
+T.test("failure modes name the file and line", function()
+  local bad = write_jsonl("bad.jsonl", {{x = 1}}, {"{not json"})
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = bad}) end, "bad.jsonl:2: bad JSON")
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = tmp .. "/none.jsonl"}) end,
+           "cannot open '" .. tmp .. "/none.jsonl'")
+  T.raises(function() bv.data.source({name = "bv:nope"}) end, "unknown source 'bv:nope'")
+  local url = write_jsonl("url.jsonl", {{image = "http://x.org/a.jpg"}})
+  T.raises(function()
+    bv.data.source({name = "bv:jsonl", fname = url, fopen_keys = {"image"}, download_keys = {"image"}})
+  end, "bvlua downloads nothing")
+  local files = write_jsonl("files.jsonl", {{image = "a.bin"}, {image = "missing.bin"}})
+  bv.fs.write_file(tmp .. "/a.bin", "bytes")
+  local src_cfg = {name = "bv:jsonl", fname = files, fopen_keys = {image = tmp}}
+  T.eq(bv.data.source(src_cfg):example(1).image, "bytes")
+  local it = bv.data.inference({data = src_cfg, batch_size = 2}, {workers = 1})
+  local msg = T.raises(function() it:next() end, "files.jsonl:2 (image: " .. tmp .. "/missing.bin)")
+  T.truthy(msg:find("cannot open", 1, true), msg)
+  local op_err = bv.data.inference({data = data_cfg, batch_size = 2, pp = "onehot(3, key='nokey')"})
+  T.raises(function() op_err:next() end, "d.jsonl:1: ")
+  local shapes = write_jsonl("shapes.jsonl", {{v = {1, 2}}, {v = {1, 2, 3}}})
+  T.raises(function()
+    bv.data.inference({data = {name = "bv:jsonl", fname = shapes}, batch_size = 2}):next()
+  end, "key 'v' has shape [2] in the first example but [3] in example 2")
+end)
+
+T.test("skip_errors skips and counts failing examples, and stops after a run of them", function()
+  local mixed = {}
+  for i = 1, 12 do mixed[i] = {image = (i % 3 == 0) and "missing.bin" or "a.bin"} end
+  local f = write_jsonl("mixed.jsonl", mixed)
+  local input = {data = {name = "bv:jsonl", fname = f, fopen_keys = {image = tmp}}, batch_size = 4,
+                 skip_errors = true}
+  local it = bv.data.training(input, {workers = 2})
+  for _ = 1, 3 do T.eq(#it:next().image, 4) end
+  T.truthy(it:skipped() >= 4, "skipped " .. it:skipped())
+  local all_bad = write_jsonl("allbad.jsonl", {{image = "missing.bin"}})
+  local it2 = bv.data.training({data = {name = "bv:jsonl", fname = all_bad, fopen_keys = {image = tmp}},
+                                batch_size = 2, skip_errors = true}, {workers = 1})
+  T.raises(function() it2:next() end, "more than 20 examples in a row failed")
+end)
+
+T.test("imagefolder: labels by sorted class name", function()
+  local root = tmp .. "/folder"
+  for _, f in ipairs({"dog/b.jpg", "dog/a.png", "cat/z.JPG", "cat/notes.txt"}) do
+    bv.fs.mkdirs(root .. "/" .. f:match("^(.*)/"))
+    bv.fs.write_file(root .. "/" .. f, "x")
+  end
+  local src = bv.data.source({name = "bv:imagefolder", root = root})
+  T.eq(src:class_names(), {"cat", "dog"})
+  T.eq(src:size(), 3)
+  T.eq(src:example(1).label, 0); T.eq(src:example(1).id, "cat/z.JPG")
+  T.eq(src:example(2).label, 1); T.eq(src:example(2).id, "dog/a.png")
+  T.raises(function() bv.data.source({name = "bv:imagefolder", root = tmp .. "/nope"}) end, "is not a directory")
+end)
+
+T.run()
+os.execute("rm -rf '" .. tmp .. "'")
