@@ -8,6 +8,7 @@ void open_image(lua_State* L) {
   open_image_codec(L, table);
   open_image_resize(L, table);
   open_image_crop(L, table);
+  open_image_randaug(L, table);
   lua_setfield(L, -2, "image");
 }
 
