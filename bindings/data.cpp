@@ -485,7 +485,8 @@ int pipeline_gc(lua_State* L) {
 
 void new_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFunction gc) {
   luaL_newmetatable(L, name);
-  luaL_newlib(L, methods);
+  lua_newtable(L);  // (luaL_newlib needs an array, not a pointer, to size its table)
+  luaL_setfuncs(L, methods, 0);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, gc);
   lua_setfield(L, -2, "__gc");
