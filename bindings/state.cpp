@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -29,6 +30,13 @@ namespace {
 int machine_threads(lua_State* L) {
   if (!lua_isnoneornil(L, 1)) set_threads(static_cast<int>(check_int(L, 1)));
   lua_pushinteger(L, get_threads());
+  return 1;
+}
+
+// bv.clock(): seconds on a monotonic clock, for timing (os.clock is CPU time of all threads).
+int machine_clock(lua_State* L) {
+  auto now = std::chrono::steady_clock::now().time_since_epoch();
+  lua_pushnumber(L, std::chrono::duration<double>(now).count());
   return 1;
 }
 
@@ -72,6 +80,7 @@ int open_native(lua_State* L) {
   open_data(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
+      BV_FN("clock", machine_clock),
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

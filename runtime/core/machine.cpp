@@ -24,6 +24,14 @@ int cpu_cores() {
 void set_threads(int n) {
   BV_CHECK(n >= 1, "thread count must be at least 1, got ", n);
   at::set_num_threads(n);
+  // Marks this thread's count as initialised: a later use_one_thread_here() in another thread
+  // changes libtorch's shared default, which must not reach this thread lazily.
+  at::internal::lazy_init_num_threads();
+}
+
+void use_one_thread_here() {
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(1);
 }
 
 int get_threads() { return at::get_num_threads(); }

@@ -11,6 +11,9 @@ bool cuda_available();
 int cuda_device_count();
 int cpu_cores();
 void set_threads(int n);
+// For worker threads (the input pipeline): this thread's ops run on one intra-op thread, so
+// several workers don't each start a team of spinning OpenMP threads on the same cores.
+void use_one_thread_here();
 int get_threads();
 
 }  // namespace bv

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "core/tensor_util.h"
 
 namespace bv::data {
@@ -142,6 +143,7 @@ bool Pipeline::claim(Item* item) {
 }
 
 void Pipeline::worker_loop(int id, WorkerFactory factory) {
+  use_one_thread_here();
   WorkerFn fn;
   try {
     fn = factory(id);
