@@ -2,4 +2,7 @@
 bv.pp.register("test_noise", function()
   return function(d, rng) d.r = rng:integer(1, 1000000); return d end
 end, "test_noise(): stores a random integer from the example's stream in r")
+bv.pp.register("test_tiny_cap", function()
+  return function(d) d.image = bv.image.decode(d.image, {max_pixels = 10}); return d end
+end, "test_tiny_cap(): decodes with a pixel cap of 10, to test the cap's error")
 return {}

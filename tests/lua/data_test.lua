@@ -185,6 +185,43 @@ T.test("skip_errors skips and counts failing examples, and stops after a run of 
   T.raises(function() it2:next() end, "more than 20 examples in a row failed")
 end)
 
+T.test("images: decode errors and the pixel cap name the JSON line and the file", function()
+  bv.image.write_png(bv.zeros({4, 6, 3}, "uint8"), tmp .. "/ok.png")
+  bv.fs.write_file(tmp .. "/corrupt.png", "\x89PNG\r\n\x1a\nnot really")
+  local f = write_jsonl("imgs.jsonl", {{image = "ok.png"}, {image = "corrupt.png"}})
+  local cfg = {data = {name = "bv:jsonl", fname = f, fopen_keys = {image = tmp}}, batch_size = 2,
+               pp = "decode"}
+  T.raises(function() bv.data.inference(cfg):next() end, "imgs.jsonl:2 (image: " .. tmp .. "/corrupt.png)")
+  local f2 = write_jsonl("one.jsonl", {{image = "ok.png"}})
+  cfg = {data = {name = "bv:jsonl", fname = f2, fopen_keys = {image = tmp}}, batch_size = 1}
+  cfg.pp = "decode"
+  T.eq(bv.data.inference(cfg):next().image:shape(), {1, 4, 6, 3})
+  bv.pp.register("test_tiny_cap", function() return function(d) d.image = bv.image.decode(d.image, {max_pixels = 10}); return d end end,
+                 "test_tiny_cap()")
+  cfg.pp = "test_tiny_cap"
+  T.raises(function() bv.data.inference(cfg, {requires = {"bv.testing_ops"}}):next() end,
+           "one.jsonl:1 (image: " .. tmp .. "/ok.png)")
+end)
+
+T.test("cache_raw keeps file bytes in memory after the first read", function()
+  -- One file named by 40 rows: after the first batch the file is deleted, and only the cache
+  -- can serve the later rows (the workers run at most batch + 1 items ahead with prefetch 0).
+  local rows40 = {}
+  for i = 1, 40 do rows40[i] = {image = "c.bin"} end
+  local f = write_jsonl("cache.jsonl", rows40)
+  local function run(cache_raw)
+    bv.fs.write_file(tmp .. "/c.bin", "bytes")
+    local input = {data = {name = "bv:jsonl", fname = f, fopen_keys = {image = tmp}},
+                   batch_size = 4, prefetch = 0, cache_raw = cache_raw}
+    local it = bv.data.training(input, {workers = 1})
+    T.eq(it:next().image, {"bytes", "bytes", "bytes", "bytes"})
+    os.remove(tmp .. "/c.bin")
+    for _ = 1, 9 do T.eq(it:next().image[4], "bytes") end
+  end
+  run(true)
+  T.raises(function() run(false) end, "c.bin")
+end)
+
 T.test("imagefolder: labels by sorted class name", function()
   local root = tmp .. "/folder"
   for _, f in ipairs({"dog/b.jpg", "dog/a.png", "cat/z.JPG", "cat/notes.txt"}) do
