@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/tensor_util.h"
 
@@ -22,9 +24,47 @@ at::Tensor per_channel(const std::vector<double>& v, const at::Tensor& x, const 
 
 }  // namespace
 
+// uint8 images (the common case) go through a per-channel table of the 256 possible results,
+// computed with the same float32 operations as the general path, so the values are identical.
+at::Tensor value_range_uint8(const at::Tensor& x, float vmin, float span,
+                             const std::vector<double>& in_min, const std::vector<double>& in_max,
+                             bool clip_values, double lo_clip, double hi_clip) {
+  int64_t channels = in_min.size() > 1 || in_max.size() > 1 ? x.size(-1) : 1;
+  std::vector<float> lut(static_cast<size_t>(channels) * 256);
+  for (int64_t c = 0; c < channels; ++c) {
+    float lo = static_cast<float>(in_min[in_min.size() > 1 ? c : 0]);
+    float hi = static_cast<float>(in_max[in_max.size() > 1 ? c : 0]);
+    for (int v = 0; v < 256; ++v) {
+      float r = (static_cast<float>(v) - lo) / (hi - lo);
+      r = vmin + r * span;
+      if (clip_values) r = std::min(std::max(r, static_cast<float>(lo_clip)), static_cast<float>(hi_clip));
+      lut[static_cast<size_t>(c * 256 + v)] = r;
+    }
+  }
+  at::Tensor src = x.contiguous();
+  at::Tensor out = at::empty(src.sizes(), at::kFloat);
+  const uint8_t* in = src.data_ptr<uint8_t>();
+  float* o = out.data_ptr<float>();
+  int64_t n = src.numel();
+  if (channels == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = lut[in[i]];
+  } else {
+    for (int64_t i = 0; i < n; i += channels) {
+      for (int64_t c = 0; c < channels; ++c) o[i + c] = lut[static_cast<size_t>(c * 256 + in[i + c])];
+    }
+  }
+  return out;
+}
+
 at::Tensor value_range(const at::Tensor& x, double vmin, double vmax,
                        const std::vector<double>& in_min, const std::vector<double>& in_max,
                        bool clip_values) {
+  if (x.scalar_type() == at::kByte && x.device().is_cpu()) {
+    per_channel(in_min, x, "value_range", "in_min");  // the same shape checks
+    per_channel(in_max, x, "value_range", "in_max");
+    return value_range_uint8(x, static_cast<float>(vmin), static_cast<float>(vmax - vmin), in_min,
+                             in_max, clip_values, vmin, vmax);
+  }
   at::Tensor lo = per_channel(in_min, x, "value_range", "in_min");
   at::Tensor hi = per_channel(in_max, x, "value_range", "in_max");
   // Same float32 operations in the same order as big_vision, so results match bit for bit.

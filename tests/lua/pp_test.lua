@@ -158,6 +158,14 @@ T.test("value_range", function()
   T.raises(function()
     pp.build("value_range(0, 1, in_min=[0, 1, 2])")({image = bv.zeros({2, 2})})
   end, "in_min has 3 values but the input [2x2] has 2 channels")
+  -- uint8 images take a lookup-table path: it must give exactly the general path's values.
+  local img = img640()
+  for _, spec in ipairs({"value_range(-1, 1)", "value_range(0.1, 0.9, [3, 10, 0], [250, 200, 255], True)",
+                         "value_range(-0.5, 0.5, -256, 255, True)"}) do
+    local fast = pp.build(spec)({image = img}).image
+    local general = pp.build(spec)({image = img:to("float32")}).image
+    T.truthy(fast == general, spec .. ": uint8 and float32 inputs agree exactly")
+  end
 end)
 
 T.test("vgg and clip value ranges", function()
