@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/machine.h"
+#include "ckpt.h"
 #include "image.h"
 #include "lua_util.h"
 #include "rng.h"
@@ -78,6 +79,7 @@ int open_native(lua_State* L) {
   open_image(L);
   open_ops(L);
   open_data(L);
+  open_ckpt(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),
