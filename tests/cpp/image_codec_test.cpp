@@ -16,27 +16,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_util.h"
 #include "image/codec.h"
 #include "image/draw.h"
 
 namespace img = bv::image;
 
+using bv::test::contains;
+using bv::test::error_of;
+
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const bv::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected a bv::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // A photo-like uint8 HxWxC image: smooth waves (different per channel) plus a sharp-edged
 // block, so JPEG has both easy and hard areas.

@@ -11,29 +11,17 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_util.h"
 #include "core/rng.h"
 #include "image/crop.h"
 
 using bv::image::Box;
 using bv::image::InceptionCropParams;
 
+using bv::test::contains;
+using bv::test::error_of;
+
 namespace {
-
-// The message of the bv::Error that fn throws ("" and a test failure when it throws none).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const bv::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected a bv::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // An HxWxC int64 image whose value at (y, x, c) is 100 * y + 10 * x + c: any window can be
 // checked against the formula.

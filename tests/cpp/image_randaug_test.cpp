@@ -13,28 +13,17 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_util.h"
 #include "core/rng.h"
 #include "image/randaug.h"
 
 namespace img = bv::image;
 using img::AugmentOp;
 
+using bv::test::contains;
+using bv::test::error_of;
+
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const bv::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected a bv::Error");
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // An h x w x 3 uint8 image from h*w*3 values, row-major, pixel by pixel.
 at::Tensor rgb(int64_t h, int64_t w, const std::vector<int>& values) {
