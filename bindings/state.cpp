@@ -25,6 +25,7 @@ namespace bv::lua {
 void open_fs(lua_State* L);   // fs.cpp
 void open_ops(lua_State* L);  // ops.cpp
 void open_data(lua_State* L); // data.cpp
+void open_models(lua_State* L);  // models.cpp
 
 namespace {
 
@@ -80,6 +81,7 @@ int open_native(lua_State* L) {
   open_ops(L);
   open_data(L);
   open_ckpt(L);
+  open_models(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),

@@ -22,7 +22,7 @@ std::string str(const Parts&... parts) {
 
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
-  throw Error(str(parts...));
+  throw Error(::bv::str(parts...));  // qualified: c10::str would also match by ADL
 }
 
 }  // namespace bv

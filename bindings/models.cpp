@@ -1,0 +1,137 @@
+// bv._models: the native model registry (runtime/models) seen from Lua. lib/bv/models.lua makes
+// the user-facing bv.models.build(name, cfg) objects. Configs cross as JSON text (the model
+// section of a config is JSON-able by construction), parameters as a table name -> tensor.
+#include <lua.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor_util.h"
+#include "lua_util.h"
+#include "models/model.h"
+#include "tensor.h"
+
+namespace bv::lua {
+
+namespace {
+
+const models::ModelApi& check_model(lua_State* L, int arg) {
+  std::string name = luaL_checkstring(L, arg);
+  const models::ModelApi* m = models::find_model(name);
+  if (!m) {
+    std::string known;
+    for (const auto& n : models::model_names()) known += (known.empty() ? "" : ", ") + n;
+    raise(L, str("unknown model '", name, "' (known: ", known, ")"));
+  }
+  return *m;
+}
+
+nlohmann::json check_config(lua_State* L, int arg) {
+  const char* text = luaL_checkstring(L, arg);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("model config is not valid JSON: ", e.what());
+  }
+}
+
+models::Params check_params(lua_State* L, int arg) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  models::Params params;
+  lua_pushnil(L);
+  while (lua_next(L, arg)) {
+    if (lua_type(L, -2) != LUA_TSTRING) raise(L, "parameter names must be strings");
+    at::Tensor* t = test_tensor(L, -1);
+    if (!t) raise(L, str("parameter '", lua_tostring(L, -2), "' is a ", luaL_typename(L, -1), ", not a tensor"));
+    params[lua_tostring(L, -2)] = *t;
+    lua_pop(L, 1);
+  }
+  return params;
+}
+
+// bv._models.param_specs(name, cfg_json) -> {{name=, shape={...}, dtype=}, ...} sorted by name.
+int models_param_specs(lua_State* L) {
+  const models::ModelApi& m = check_model(L, 1);
+  auto specs = m.param_specs(check_config(L, 2));
+  std::sort(specs.begin(), specs.end(),
+            [](const models::ParamSpec& a, const models::ParamSpec& b) { return a.name < b.name; });
+  lua_createtable(L, static_cast<int>(specs.size()), 0);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, specs[i].name.c_str());
+    lua_setfield(L, -2, "name");
+    lua_createtable(L, static_cast<int>(specs[i].shape.size()), 0);
+    for (size_t d = 0; d < specs[i].shape.size(); ++d) {
+      lua_pushinteger(L, specs[i].shape[d]);
+      lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
+    }
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dtype_name(specs[i].dtype).c_str());
+    lua_setfield(L, -2, "dtype");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+// bv._models.init(name, cfg_json, seed) -> table name -> tensor
+int models_init(lua_State* L) {
+  const models::ModelApi& m = check_model(L, 1);
+  models::Params params = models::init_params(m, check_config(L, 2), static_cast<uint64_t>(check_int(L, 3)));
+  lua_createtable(L, 0, static_cast<int>(params.size()));
+  for (auto& [name, t] : params) {
+    push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
+// bv._models.apply(name, cfg_json, params, train, input...) -> out, aux table
+int models_apply(lua_State* L) {
+  const models::ModelApi& m = check_model(L, 1);
+  nlohmann::json cfg = check_config(L, 2);
+  models::Params params = check_params(L, 3);
+  bool train = lua_toboolean(L, 4);
+  std::vector<at::Tensor> inputs;
+  for (int i = 5; i <= lua_gettop(L); ++i) inputs.push_back(check_tensor(L, i));
+  models::Output out = m.apply(cfg, params, inputs, train);
+  push_tensor(L, out.out);
+  lua_createtable(L, 0, static_cast<int>(out.aux.size()));
+  for (auto& [name, t] : out.aux) {
+    push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 2;
+}
+
+int models_names(lua_State* L) {
+  auto names = models::model_names();
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int models_doc(lua_State* L) {
+  lua_pushstring(L, check_model(L, 1).doc);
+  return 1;
+}
+
+}  // namespace
+
+void open_models(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
+      BV_FN("apply", models_apply),             BV_FN("names", models_names),
+      BV_FN("doc", models_doc),                 {nullptr, nullptr},
+  };
+  lua_newtable(L);
+  luaL_setfuncs(L, functions, 0);
+  lua_setfield(L, -2, "_models");
+}
+
+}  // namespace bv::lua

@@ -1,0 +1,57 @@
+// Models, big_vision-style: a model is a named set of plain functions over a config (the JSON of
+// the config's `model` section) and a flat parameter map whose names, shapes and dtypes are
+// exactly big_vision's ("Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel"). Parameters
+// live outside the model, so the trainer, the optimizer and checkpoints all see the same tree.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bv::models {
+
+// Sorted by name, as big_vision's flattened trees are.
+using Params = std::map<std::string, at::Tensor>;
+
+// How a parameter starts: big_vision's (flax's) initialisers.
+enum class Init { kZeros, kOnes, kNormal, kLecunNormal, kXavierUniform, kFixed };
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  Init init = Init::kZeros;
+  double stddev = 0;            // kNormal
+  int64_t fan_in = 0, fan_out = 0;  // kLecunNormal, kXavierUniform (flax's DenseGeneral fans)
+};
+
+struct Output {
+  at::Tensor out;  // logits (or the representation when there is no head)
+  std::vector<std::pair<std::string, at::Tensor>> aux;  // big_vision's out dict
+};
+
+struct ModelApi {
+  const char* name;
+  const char* doc;
+  std::vector<ParamSpec> (*param_specs)(const nlohmann::json& cfg);
+  // Parameters with a fixed value (e.g. sincos position embeddings) are filled by this; others
+  // come from their Init. May be null.
+  void (*init_fixed)(const nlohmann::json& cfg, Params& params);
+  Output (*apply)(const nlohmann::json& cfg, const Params& params,
+                  const std::vector<at::Tensor>& inputs, bool train);
+};
+
+const ModelApi* find_model(const std::string& name);  // nullptr when unknown
+std::vector<std::string> model_names();
+
+// Fresh parameters for the specs, drawn from a generator seeded by `seed`.
+Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t seed);
+
+// The parameter, or a bv::Error naming it and the model.
+const at::Tensor& param(const Params& params, const std::string& name, const char* model);
+
+}  // namespace bv::models

@@ -1,0 +1,78 @@
+// The model registry (by big_vision's model names) and parameter initialisation.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+const ModelApi& vit_api();  // vit.cpp
+
+namespace {
+
+std::vector<const ModelApi*> all_models() { return {&vit_api()}; }
+
+}  // namespace
+
+const ModelApi* find_model(const std::string& name) {
+  for (const ModelApi* m : all_models()) {
+    if (name == m->name) return m;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> out;
+  for (const ModelApi* m : all_models()) out.push_back(m->name);
+  return out;
+}
+
+Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t seed) {
+  Rng rng(seed);
+  Params params;
+  for (const ParamSpec& spec : model.param_specs(cfg)) {
+    auto opts = at::TensorOptions().dtype(at::kFloat);
+    at::Tensor t;
+    switch (spec.init) {
+      case Init::kZeros:
+      case Init::kFixed: t = at::zeros(spec.shape, opts); break;
+      case Init::kOnes: t = at::ones(spec.shape, opts); break;
+      case Init::kNormal: t = at::randn(spec.shape, rng.gen, opts) * spec.stddev; break;
+      case Init::kLecunNormal: {
+        // flax's lecun_normal: a normal truncated at two standard deviations, rescaled so its
+        // standard deviation is sqrt(1 / fan_in) (0.8796... is the truncated normal's std).
+        double stddev = std::sqrt(1.0 / static_cast<double>(spec.fan_in)) / 0.87962566103423978;
+        t = at::empty(spec.shape, opts);
+        float* p = t.data_ptr<float>();
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          double z;
+          do {
+            z = rng.normal();
+          } while (z < -2.0 || z > 2.0);
+          p[i] = static_cast<float>(z * stddev);
+        }
+        break;
+      }
+      case Init::kXavierUniform: {
+        double limit = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
+        t = at::rand(spec.shape, rng.gen, opts) * (2 * limit) - limit;
+        break;
+      }
+    }
+    params[spec.name] = t.to(spec.dtype);
+  }
+  if (model.init_fixed) model.init_fixed(cfg, params);
+  return params;
+}
+
+const at::Tensor& param(const Params& params, const std::string& name, const char* model) {
+  auto it = params.find(name);
+  BV_CHECK(it != params.end(), model, ": parameter '", name, "' is missing");
+  return it->second;
+}
+
+}  // namespace bv::models

@@ -1,0 +1,365 @@
+// vit: big_vision's Vision Transformer (models/vit.py) on libtorch, with its parameter tree.
+//   image [n, H, W, 3] -> patches (a VALID conv as one matmul) + position embedding
+//   -> pre-LN encoder blocks (attention, GELU-tanh MLP) -> encoder_norm -> pool -> head
+// The config keys are big_vision's (variant "B/16", pool_type, posemb, rep_size, ...), plus
+// `image_size` (default 224): big_vision reads it from the first batch when it initialises.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct ViTConfig {
+  int64_t num_classes = 0;  // 0: no head (a feature extractor)
+  int64_t patch_h = 16, patch_w = 16;
+  int64_t width = 768, depth = 12, mlp_dim = 0, num_heads = 12;
+  std::string posemb = "learn";
+  int64_t rep_size = 0;  // 0: no pre_logits layer
+  double dropout = 0;
+  std::string pool_type = "gap";
+  bool head_zeroinit = true;
+  bool scan = false;
+  int64_t image_h = 224, image_w = 224;
+  int64_t grid_h() const { return image_h / patch_h; }
+  int64_t grid_w() const { return image_w / patch_w; }
+};
+
+struct Variant {
+  const char* name;
+  int64_t width, depth, mlp_dim, num_heads;
+};
+
+// big_vision's decode_variant table.
+const Variant kVariants[] = {
+    {"mu", 32, 1, 128, 2},         {"Ti", 192, 12, 768, 3},       {"S", 384, 12, 1536, 6},
+    {"M", 512, 12, 2048, 8},       {"B", 768, 12, 3072, 12},      {"L", 1024, 24, 4096, 16},
+    {"So400m", 1152, 27, 4304, 16}, {"H", 1280, 32, 5120, 16},     {"g", 1408, 40, 6144, 16},
+    {"g-opt", 1536, 40, 6144, 16}, {"G", 1664, 48, 8192, 16},     {"G-opt", 1536, 48, 8192, 16},
+    {"e", 1792, 56, 15360, 16},
+};
+
+int64_t positive_int(const json& v, const char* key) {
+  BV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "vit: '", key,
+           "' must be a positive integer, got ", v.dump());
+  return v.get<int64_t>();
+}
+
+// A size given as N or [h, w].
+void read_pair(const json& v, const char* key, int64_t* h, int64_t* w) {
+  if (v.is_array()) {
+    BV_CHECK(v.size() == 2, "vit: '", key, "' must be N or [h, w], got ", v.dump());
+    *h = positive_int(v[0], key);
+    *w = positive_int(v[1], key);
+  } else {
+    *h = *w = positive_int(v, key);
+  }
+}
+
+ViTConfig parse_config(const json& cfg) {
+  BV_CHECK(cfg.is_object(), "vit: the model config must be a table");
+  static const std::set<std::string> known = {
+      "variant", "num_classes", "patch_size", "width", "depth", "mlp_dim", "num_heads", "posemb",
+      "rep_size", "dropout", "pool_type", "head_zeroinit", "scan", "remat_policy", "dtype_mm",
+      "image_size"};
+  for (const auto& [key, v] : cfg.items()) {
+    BV_CHECK(known.count(key), "vit: unknown config key '", key, "'");
+  }
+  ViTConfig c;
+  if (cfg.contains("variant") && !cfg["variant"].is_null()) {
+    std::string v = cfg["variant"].get<std::string>();
+    std::string size = v.substr(0, v.find('/'));
+    bool found = false;
+    for (const Variant& var : kVariants) {
+      if (size == var.name) {
+        c.width = var.width, c.depth = var.depth, c.mlp_dim = var.mlp_dim;
+        c.num_heads = var.num_heads;
+        found = true;
+      }
+    }
+    BV_CHECK(found, "vit: unknown variant '", v, "' (sizes: mu, Ti, S, M, B, L, So400m, H, g, ",
+             "g-opt, G, G-opt, e; e.g. \"B/16\")");
+    if (v.find('/') != std::string::npos) {
+      std::string patch = v.substr(v.find('/') + 1);
+      BV_CHECK(!patch.empty() && patch.find_first_not_of("0123456789") == std::string::npos,
+               "vit: bad patch size in variant '", v, "'");
+      c.patch_h = c.patch_w = std::stoll(patch);
+    }
+  }
+  // Explicit keys override the variant, as in big_vision.
+  auto get = [&](const char* key) -> const json* {
+    return cfg.contains(key) && !cfg[key].is_null() ? &cfg[key] : nullptr;
+  };
+  if (auto v = get("num_classes")) c.num_classes = positive_int(*v, "num_classes");
+  if (auto v = get("patch_size")) read_pair(*v, "patch_size", &c.patch_h, &c.patch_w);
+  if (auto v = get("width")) c.width = positive_int(*v, "width");
+  if (auto v = get("depth")) c.depth = positive_int(*v, "depth");
+  if (auto v = get("mlp_dim")) c.mlp_dim = positive_int(*v, "mlp_dim");
+  if (auto v = get("num_heads")) c.num_heads = positive_int(*v, "num_heads");
+  if (auto v = get("posemb")) c.posemb = v->get<std::string>();
+  if (auto v = get("rep_size")) {
+    c.rep_size = v->is_boolean() ? (v->get<bool>() ? c.width : 0) : positive_int(*v, "rep_size");
+  }
+  if (auto v = get("dropout")) c.dropout = v->get<double>();
+  if (auto v = get("pool_type")) c.pool_type = v->get<std::string>();
+  if (auto v = get("head_zeroinit")) c.head_zeroinit = v->get<bool>();
+  if (auto v = get("scan")) c.scan = v->get<bool>();
+  if (auto v = get("image_size")) read_pair(*v, "image_size", &c.image_h, &c.image_w);
+  if (c.mlp_dim == 0) c.mlp_dim = 4 * c.width;
+  BV_CHECK(c.posemb == "learn" || c.posemb == "sincos2d", "vit: unknown posemb '", c.posemb,
+           "' (learn or sincos2d)");
+  BV_CHECK(c.pool_type == "gap" || c.pool_type == "map" || c.pool_type == "tok" ||
+               c.pool_type == "0" || c.pool_type == "none",
+           "vit: unknown pool_type '", c.pool_type, "' (gap, map, tok, 0 or none)");
+  BV_CHECK(c.width % c.num_heads == 0, "vit: width ", c.width, " is not divisible by num_heads ",
+           c.num_heads);
+  BV_CHECK(c.grid_h() > 0 && c.grid_w() > 0, "vit: image_size ", c.image_h, "x", c.image_w,
+           " is smaller than the patch ", c.patch_h, "x", c.patch_w);
+  BV_CHECK(c.posemb != "sincos2d" || c.width % 4 == 0, "vit: sincos2d needs width % 4 == 0");
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameter tree
+
+void add_dense(std::vector<ParamSpec>& out, const std::string& prefix, std::vector<int64_t> kshape,
+               std::vector<int64_t> bshape, Init kinit, int64_t fan_in, int64_t fan_out,
+               Init binit = Init::kZeros, double bstd = 0) {
+  out.push_back({prefix + "/kernel", std::move(kshape), at::kFloat, kinit, 0, fan_in, fan_out});
+  out.push_back({prefix + "/bias", std::move(bshape), at::kFloat, binit, bstd});
+}
+
+void add_layernorm(std::vector<ParamSpec>& out, const std::string& prefix, int64_t d) {
+  out.push_back({prefix + "/scale", {d}, at::kFloat, Init::kOnes});
+  out.push_back({prefix + "/bias", {d}, at::kFloat, Init::kZeros});
+}
+
+void add_attention(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64_t heads) {
+  int64_t hd = d / heads;
+  for (const char* name : {"query", "key", "value"}) {
+    add_dense(out, p + "/" + name, {d, heads, hd}, {heads, hd}, Init::kXavierUniform, d, d);
+  }
+  add_dense(out, p + "/out", {heads, hd, d}, {d}, Init::kXavierUniform, d, d);
+}
+
+void add_mlp(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64_t mlp) {
+  add_dense(out, p + "/Dense_0", {d, mlp}, {mlp}, Init::kXavierUniform, d, mlp, Init::kNormal, 1e-6);
+  add_dense(out, p + "/Dense_1", {mlp, d}, {d}, Init::kXavierUniform, mlp, d, Init::kNormal, 1e-6);
+}
+
+// One encoder block's parameters under `prefix`.
+std::vector<ParamSpec> block_specs(const ViTConfig& c, const std::string& prefix) {
+  std::vector<ParamSpec> out;
+  add_layernorm(out, prefix + "/LayerNorm_0", c.width);
+  add_layernorm(out, prefix + "/LayerNorm_1", c.width);
+  add_attention(out, prefix + "/MultiHeadDotProductAttention_0", c.width, c.num_heads);
+  add_mlp(out, prefix + "/MlpBlock_0", c.width, c.mlp_dim);
+  return out;
+}
+
+std::vector<ParamSpec> vit_param_specs(const json& cfg) {
+  ViTConfig c = parse_config(cfg);
+  std::vector<ParamSpec> out;
+  int64_t patch_in = c.patch_h * c.patch_w * 3;
+  add_dense(out, "embedding", {c.patch_h, c.patch_w, 3, c.width}, {c.width}, Init::kLecunNormal,
+            patch_in, c.width);
+  int64_t tokens = c.grid_h() * c.grid_w();
+  if (c.posemb == "learn") {
+    out.push_back({"pos_embedding", {1, tokens, c.width}, at::kFloat, Init::kNormal,
+                   1.0 / std::sqrt(static_cast<double>(c.width))});
+  }
+  if (c.pool_type == "tok") out.push_back({"cls", {1, 1, c.width}, at::kFloat, Init::kZeros});
+  if (c.scan) {
+    // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
+    for (ParamSpec s : block_specs(c, "Transformer/encoderblock")) {
+      s.shape.insert(s.shape.begin(), c.depth);
+      out.push_back(s);
+    }
+  } else {
+    for (int64_t i = 0; i < c.depth; ++i) {
+      for (ParamSpec& s : block_specs(c, "Transformer/encoderblock_" + std::to_string(i))) {
+        out.push_back(s);
+      }
+    }
+  }
+  add_layernorm(out, "Transformer/encoder_norm", c.width);
+  if (c.pool_type == "map") {
+    out.push_back({"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0,
+                   c.width, c.width});
+    add_attention(out, "MAPHead_0/MultiHeadDotProductAttention_0", c.width, c.num_heads);
+    add_layernorm(out, "MAPHead_0/LayerNorm_0", c.width);
+    add_mlp(out, "MAPHead_0/MlpBlock_0", c.width, c.mlp_dim);
+  }
+  int64_t rep = c.width;
+  if (c.rep_size) {
+    add_dense(out, "pre_logits", {c.width, c.rep_size}, {c.rep_size}, Init::kLecunNormal,
+              c.width, c.rep_size);
+    rep = c.rep_size;
+  }
+  if (c.num_classes) {
+    add_dense(out, "head", {rep, c.num_classes}, {c.num_classes},
+              c.head_zeroinit ? Init::kZeros : Init::kLecunNormal, rep, c.num_classes);
+  }
+  return out;
+}
+
+// posemb_sincos_2d(h, w, width, temperature=1e4): [1, h*w, width].
+at::Tensor sincos2d(int64_t h, int64_t w, int64_t width, double temperature = 1e4) {
+  at::Tensor y = at::arange(h, at::kFloat).view({h, 1}).expand({h, w}).reshape({-1});
+  at::Tensor x = at::arange(w, at::kFloat).view({1, w}).expand({h, w}).reshape({-1});
+  int64_t quarter = width / 4;
+  at::Tensor omega = at::arange(quarter, at::kFloat) / static_cast<double>(quarter - 1);
+  omega = 1.0 / at::pow(temperature, omega);
+  at::Tensor ys = y.unsqueeze(1) * omega.unsqueeze(0);
+  at::Tensor xs = x.unsqueeze(1) * omega.unsqueeze(0);
+  return at::cat({xs.sin(), xs.cos(), ys.sin(), ys.cos()}, 1).unsqueeze(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+// Reads layer i's parameter from either form of the tree (per layer or scanned).
+struct Layer {
+  const Params& params;
+  const ViTConfig& c;
+  int64_t i;
+  at::Tensor operator()(const std::string& name) const {
+    if (c.scan) return param(params, "Transformer/encoderblock/" + name, "vit")[i];
+    return param(params, "Transformer/encoderblock_" + std::to_string(i) + "/" + name, "vit");
+  }
+};
+
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias) {
+  return at::layer_norm(x, {x.size(-1)}, scale, bias, 1e-6);
+}
+
+// flax's MultiHeadDotProductAttention: q/k/v kernels [D, H, Dh], out kernel [H, Dh, D].
+template <typename Get>
+at::Tensor attention(const at::Tensor& q_in, const at::Tensor& kv_in, const Get& p, int64_t heads) {
+  int64_t d = q_in.size(-1), hd = d / heads;
+  auto proj = [&](const at::Tensor& x, const std::string& name) {
+    at::Tensor w = p(name + "/kernel").reshape({d, d});
+    at::Tensor b = p(name + "/bias").reshape({d});
+    at::Tensor y = at::matmul(x, w) + b;  // [n, l, H*Dh]
+    return y.view({x.size(0), x.size(1), heads, hd}).transpose(1, 2);  // [n, H, l, Dh]
+  };
+  at::Tensor q = proj(q_in, "query") / std::sqrt(static_cast<double>(hd));
+  at::Tensor k = proj(kv_in, "key");
+  at::Tensor v = proj(kv_in, "value");
+  at::Tensor w = at::softmax(at::matmul(q, k.transpose(-2, -1)), -1);
+  at::Tensor o = at::matmul(w, v).transpose(1, 2).reshape({q_in.size(0), q_in.size(1), d});
+  return at::matmul(o, p("out/kernel").reshape({d, d})) + p("out/bias");
+}
+
+template <typename Get>
+at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
+  at::Tensor y = at::matmul(x, p("Dense_0/kernel")) + p("Dense_0/bias");
+  y = at::gelu(y, "tanh");
+  if (train && dropout > 0) y = at::dropout(y, dropout, true);
+  return at::matmul(y, p("Dense_1/kernel")) + p("Dense_1/bias");
+}
+
+Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
+                 bool train) {
+  ViTConfig c = parse_config(cfg);
+  BV_CHECK(inputs.size() == 1, "vit: expected one input (images), got ", inputs.size());
+  const at::Tensor& image = inputs[0];
+  BV_CHECK(image.dim() == 4 && image.size(3) == 3, "vit: images must be [n, H, W, 3], got [",
+           image.sizes(), "]");
+  auto P = [&](const std::string& name) { return param(params, name, "vit"); };
+  Output out;
+  int64_t n = image.size(0);
+  int64_t gh = image.size(1) / c.patch_h, gw = image.size(2) / c.patch_w;
+  BV_CHECK(gh > 0 && gw > 0, "vit: images of ", image.size(1), "x", image.size(2),
+           " are smaller than a patch");
+  // The VALID strided conv as one matmul over flattened patches (rows, then columns).
+  at::Tensor x = image.to(at::kFloat)
+                     .narrow(1, 0, gh * c.patch_h)
+                     .narrow(2, 0, gw * c.patch_w)
+                     .reshape({n, gh, c.patch_h, gw, c.patch_w, 3})
+                     .permute({0, 1, 3, 2, 4, 5})
+                     .reshape({n, gh * gw, c.patch_h * c.patch_w * 3});
+  x = at::matmul(x, P("embedding/kernel").reshape({-1, c.width})) + P("embedding/bias");
+  out.aux.emplace_back("stem", x.view({n, gh, gw, c.width}));
+  if (c.posemb == "learn") {
+    const at::Tensor& pe = P("pos_embedding");
+    BV_CHECK(pe.size(1) == gh * gw, "vit: pos_embedding has ", pe.size(1), " tokens but the ",
+             image.size(1), "x", image.size(2), " images give ", gh * gw,
+             " (set model.image_size, or resample the embedding)");
+    x = x + pe;
+  } else {
+    x = x + sincos2d(gh, gw, c.width);
+  }
+  out.aux.emplace_back("with_posemb", x);
+  if (c.pool_type == "tok") x = at::cat({P("cls").expand({n, 1, c.width}), x}, 1);
+  if (train && c.dropout > 0) x = at::dropout(x, c.dropout, true);
+
+  for (int64_t i = 0; i < c.depth; ++i) {
+    Layer layer{params, c, i};
+    auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
+    auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
+    at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
+    y = attention(y, y, attn_p, c.num_heads);
+    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+    x = x + y;
+    y = layer_norm(x, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
+    y = mlp(y, mlp_p, c.dropout, train);
+    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+    x = x + y;
+    char key[32];
+    std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
+    out.aux.emplace_back(key, x);
+  }
+  x = layer_norm(x, P("Transformer/encoder_norm/scale"), P("Transformer/encoder_norm/bias"));
+  out.aux.emplace_back("encoded", x);
+
+  at::Tensor pooled;
+  if (c.pool_type == "gap") {
+    pooled = x.mean(1);
+  } else if (c.pool_type == "tok" || c.pool_type == "0") {
+    pooled = x.select(1, 0);
+  } else if (c.pool_type == "map") {
+    auto head_p = [&](const std::string& s) { return P("MAPHead_0/" + s); };
+    auto attn_p = [&](const std::string& s) { return head_p("MultiHeadDotProductAttention_0/" + s); };
+    auto mlp_p = [&](const std::string& s) { return head_p("MlpBlock_0/" + s); };
+    at::Tensor probe = head_p("probe").expand({n, 1, c.width});
+    at::Tensor h = attention(probe, x, attn_p, c.num_heads);
+    at::Tensor y = layer_norm(h, head_p("LayerNorm_0/scale"), head_p("LayerNorm_0/bias"));
+    h = h + mlp(y, mlp_p, 0, false);
+    pooled = h.select(1, 0);
+  } else {  // none: keep the sequence
+    pooled = x;
+  }
+  out.aux.emplace_back("head_input", pooled);
+  if (c.rep_size) {
+    pooled = at::tanh(at::matmul(pooled, P("pre_logits/kernel")) + P("pre_logits/bias"));
+    out.aux.emplace_back("pre_logits", pooled);
+  }
+  if (c.num_classes) {
+    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    out.aux.emplace_back("logits", pooled);
+  }
+  out.out = pooled;
+  return out;
+}
+
+}  // namespace
+
+const ModelApi& vit_api() {
+  static const ModelApi api = {
+      "vit",
+      "vit(variant='B/16', num_classes=None, pool_type='gap', posemb='learn', rep_size=False, "
+      "image_size=224, ...): big_vision's Vision Transformer",
+      vit_param_specs, nullptr, vit_apply};  // sincos2d is computed in apply, not stored
+  return api;
+}
+
+}  // namespace bv::models

@@ -1,0 +1,121 @@
+-- bv.models: parameter trees with big_vision's names and shapes, counts without allocating,
+-- the scanned and per-layer forms, and the failure modes.
+local T = require "bv.testing"
+
+local function shapes(m)
+  local out = {}
+  for _, s in ipairs(m:param_shapes()) do out[s.name] = s.shape end
+  return out
+end
+
+T.test("ViT-B/16 with 1000 classes: names, shapes and count", function()
+  local m = bv.models.build("vit", {variant = "B/16", num_classes = 1000})
+  local s = shapes(m)
+  T.eq(s["embedding/kernel"], {16, 16, 3, 768})
+  T.eq(s["pos_embedding"], {1, 196, 768})
+  T.eq(s["Transformer/encoderblock_0/MultiHeadDotProductAttention_0/query/kernel"], {768, 12, 64})
+  T.eq(s["Transformer/encoderblock_11/MultiHeadDotProductAttention_0/out/kernel"], {12, 64, 768})
+  T.eq(s["Transformer/encoderblock_11/MlpBlock_0/Dense_0/kernel"], {768, 3072})
+  T.eq(s["Transformer/encoder_norm/scale"], {768})
+  T.eq(s["head/kernel"], {768, 1000})
+  T.eq(s["cls"], nil)  -- gap pooling has no class token
+  -- timm's vit_base_patch16_224 has 86,567,656 parameters including a class token (768) and
+  -- its position embedding (768), which big_vision's gap model does not have.
+  T.eq(m:param_count(), 86567656 - 768 - 768)
+  T.eq(m:param_shapes()[1].name, "Transformer/encoder_norm/bias")  -- sorted like big_vision
+  T.eq(m:param_shapes()[1].dtype, "float32")
+end)
+
+T.test("So400m/14 with a MAP head, and the other variants", function()
+  local m = bv.models.build("vit", {variant = "So400m/14", pool_type = "map"})
+  local s = shapes(m)
+  T.eq(s["embedding/kernel"], {14, 14, 3, 1152})
+  T.eq(s["pos_embedding"], {1, 256, 1152})
+  T.eq(s["MAPHead_0/probe"], {1, 1, 1152})
+  T.eq(s["MAPHead_0/MlpBlock_0/Dense_0/kernel"], {1152, 4304})
+  T.eq(s["Transformer/encoderblock_26/LayerNorm_1/scale"], {1152})
+  T.eq(s["head/kernel"], nil)
+  -- Count by formula: embedding + posemb + 27 blocks + encoder_norm + MAP head.
+  local d, mlp = 1152, 4304
+  local attn = 4 * d * d + 4 * d
+  local block = 2 * 2 * d + attn + (d * mlp + mlp) + (mlp * d + d)
+  local head = d + attn + 2 * d + (d * mlp + mlp) + (mlp * d + d)
+  T.eq(m:param_count(), (14 * 14 * 3 * d + d) + 256 * d + 27 * block + 2 * d + head)
+  for _, v in ipairs({"mu", "Ti", "S", "M", "B", "L", "H", "g", "g-opt", "G", "G-opt", "e"}) do
+    T.truthy(bv.models.build("vit", {variant = v .. "/14"}):param_count() > 0, v)
+  end
+  local tok = shapes(bv.models.build("vit", {variant = "S/32", pool_type = "tok", rep_size = true,
+                                             num_classes = 10, image_size = {64, 96}}))
+  T.eq(tok["cls"], {1, 1, 384}); T.eq(tok["pos_embedding"], {1, 6, 384})
+  T.eq(tok["pre_logits/kernel"], {384, 384}); T.eq(tok["head/kernel"], {384, 10})
+  T.eq(shapes(bv.models.build("vit", {variant = "S/16", posemb = "sincos2d"}))["pos_embedding"], nil)
+end)
+
+T.test("scanned form: stacked names, and the same outputs as the per-layer form", function()
+  local cfg = {variant = "mu/4", depth = 3, num_classes = 4, image_size = 8, pool_type = "map"}
+  local m = bv.models.build("vit", cfg)
+  local scfg = {}
+  for k, v in pairs(cfg) do scfg[k] = v end
+  scfg.scan = true
+  local ms = bv.models.build("vit", scfg)
+  local s = shapes(ms)
+  T.eq(s["Transformer/encoderblock/MlpBlock_0/Dense_0/kernel"], {3, 32, 128})
+  T.eq(s["Transformer/encoderblock_0/LayerNorm_0/scale"], nil)
+  local p = m:init(1)
+  local ps = {}
+  for name, t in pairs(p) do
+    local rest = name:match("^Transformer/encoderblock_0/(.*)$")
+    if rest then
+      local layers = {}
+      for i = 0, 2 do layers[i + 1] = p["Transformer/encoderblock_" .. i .. "/" .. rest] end
+      ps["Transformer/encoderblock/" .. rest] = bv.stack(layers)
+    elseif not name:find("^Transformer/encoderblock_") then
+      ps[name] = t
+    end
+  end
+  p["head/kernel"] = bv.randn({32, 4}, bv.rng(2))  -- the zero-initialised head would hide a bug
+  ps["head/kernel"] = p["head/kernel"]
+  local x = bv.randn({2, 8, 8, 3}, bv.rng(3))
+  T.truthy(m:apply(p, x):allclose(ms:apply(ps, x), 1e-5, 1e-6), "scan == per-layer")
+end)
+
+T.test("init is seeded and follows big_vision's initialisers", function()
+  local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
+  local a, b = m:init(7), m:init(7)
+  for name, t in pairs(a) do T.truthy(t == b[name], name) end
+  T.truthy(not (m:init(8)["embedding/kernel"] == a["embedding/kernel"]), "another seed")
+  T.eq(a["head/kernel"]:abs():sum():item(), 0.0)  -- head_zeroinit
+  T.eq(a["Transformer/encoderblock_0/LayerNorm_0/scale"]:min():item(), 1.0)
+  local q = a["Transformer/encoderblock_0/MultiHeadDotProductAttention_0/query/kernel"]
+  T.truthy(q:abs():max():item() <= math.sqrt(6 / 64), "xavier_uniform limit sqrt(6/(32+32))")
+  local emb = a["embedding/kernel"]  -- lecun_normal truncated at 2 std
+  T.truthy(emb:abs():max():item() <= 2 * math.sqrt(1 / 48) / 0.87962566103423978 + 1e-6, "truncated")
+end)
+
+T.test("apply: outputs and intermediate values", function()
+  local m = bv.models.build("vit", {variant = "mu/4", num_classes = 5, image_size = 16, pool_type = "tok"})
+  local p = m:init(0)
+  local logits, out = m:apply(p, bv.randn({2, 16, 16, 3}), {train = false})
+  T.eq(logits:shape(), {2, 5})
+  T.eq(out.stem:shape(), {2, 4, 4, 32})
+  T.eq(out.encoded:shape(), {2, 17, 32})
+  T.eq(out["encoder/block00"]:shape(), {2, 17, 32})
+  local feats = bv.models.build("vit", {variant = "mu/4", image_size = 16, pool_type = "none"})
+  T.eq(feats:apply(feats:init(0), bv.zeros({1, 16, 16, 3})):shape(), {1, 16, 32})
+end)
+
+T.test("failure modes name the culprit", function()
+  T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
+  T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")
+  T.raises(function() bv.models.build("vit", {variant = "B/16", pooltype = "map"}) end,
+           "unknown config key 'pooltype'")
+  T.raises(function() bv.models.build("vit", {pool_type = "max"}) end, "unknown pool_type 'max'")
+  local m = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
+  local p = m:init(0)
+  T.raises(function() m:apply(p, bv.zeros({1, 8, 8})) end, "images must be [n, H, W, 3]")
+  T.raises(function() m:apply(p, bv.zeros({1, 16, 16, 3})) end, "pos_embedding has 4 tokens")
+  p["head/bias"] = nil
+  T.raises(function() m:apply(p, bv.zeros({1, 8, 8, 3})) end, "parameter 'head/bias' is missing")
+end)
+
+T.run()
