@@ -11,10 +11,11 @@
 namespace bv::models {
 
 const ModelApi& vit_api();  // vit.cpp
+const ModelApi& bit_api();  // bit.cpp
 
 namespace {
 
-std::vector<const ModelApi*> all_models() { return {&vit_api()}; }
+std::vector<const ModelApi*> all_models() { return {&vit_api(), &bit_api()}; }
 
 }  // namespace
 

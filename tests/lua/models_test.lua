@@ -104,6 +104,29 @@ T.test("apply: outputs and intermediate values", function()
   T.eq(feats:apply(feats:init(0), bv.zeros({1, 16, 16, 3})):shape(), {1, 16, 32})
 end)
 
+T.test("BiT: R50x1 count, shapes, outputs", function()
+  local m = bv.models.build("bit", {depth = 50, num_classes = 1000})
+  -- The same network as torchvision's resnet50 (v1.5 strides, projection shortcuts) with
+  -- GroupNorm in place of BatchNorm: 25,557,032 parameters.
+  T.eq(m:param_count(), 25557032)
+  local s = shapes(m)
+  T.eq(s["conv_root/kernel"], {7, 7, 3, 64})
+  T.eq(s["block1/unit1/conv_proj/kernel"], {1, 1, 64, 256})
+  T.eq(s["block2/unit1/conv2/kernel"], {3, 3, 128, 128})
+  T.eq(s["block4/unit3/gn3/scale"], {2048})
+  T.eq(s["block2/unit2/conv_proj/kernel"], nil)
+  T.eq(s["head/kernel"], {2048, 1000})
+  T.eq(#bv.models.build("bit", {depth = 26}):param_shapes() > 0, true)
+  local t = bv.models.build("bit", {depth = {1, 1}, width = 0.5, num_classes = 3})
+  local p = t:init(0)
+  T.eq(p["block1/unit1/gn3/scale"]:abs():sum():item(), 0.0)  -- gn3's scale starts at zero
+  local y, out = t:apply(p, bv.randn({2, 33, 31, 3}, bv.rng(1)))
+  T.eq(y:shape(), {2, 3})
+  T.eq(out.stem:shape(), {2, 9, 8, 32})       -- SAME: ceil(33/2)=17 -> ceil(17/2)=9
+  T.eq(out.stage2:shape(), {2, 5, 4, 256})
+  T.raises(function() bv.models.build("bit", {depth = 34}) end, "unknown depth 34")
+end)
+
 T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
   T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")

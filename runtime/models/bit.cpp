@@ -1,0 +1,182 @@
+// bit: big_vision's BiT ResNet-v1 (models/bit.py): bottleneck units with weight-standardised
+// convolutions, GroupNorm (32 groups), TF's "SAME" padding, and the stride on the 3x3 conv.
+//   image [n, H, W, 3] -> conv_root 7x7/2 -> gn_root -> relu -> maxpool 3x3/2
+//   -> block1..4 (unit1..N) -> mean over H, W -> head
+// Parameters keep flax's layout (conv kernels HWIO); compute runs in NCHW.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct BitConfig {
+  int64_t num_classes = 0;
+  double width = 1;
+  std::vector<int64_t> blocks;
+  int64_t root_width() const { return static_cast<int64_t>(64 * width); }
+};
+
+BitConfig parse_config(const json& cfg) {
+  BV_CHECK(cfg.is_object(), "bit: the model config must be a table");
+  static const std::set<std::string> known = {"num_classes", "width", "depth"};
+  for (const auto& [key, v] : cfg.items()) {
+    BV_CHECK(known.count(key), "bit: unknown config key '", key, "'");
+  }
+  BitConfig c;
+  if (cfg.contains("num_classes") && !cfg["num_classes"].is_null()) {
+    BV_CHECK(cfg["num_classes"].is_number_integer() && cfg["num_classes"].get<int64_t>() > 0,
+             "bit: num_classes must be a positive integer");
+    c.num_classes = cfg["num_classes"].get<int64_t>();
+  }
+  if (cfg.contains("width")) {
+    BV_CHECK(cfg["width"].is_number() && cfg["width"].get<double>() > 0, "bit: bad width");
+    c.width = cfg["width"].get<double>();
+  }
+  json depth = cfg.contains("depth") ? cfg["depth"] : json(50);
+  if (depth.is_array()) {
+    for (const auto& d : depth) c.blocks.push_back(d.get<int64_t>());
+  } else {
+    int64_t d = depth.get<int64_t>();
+    if (d == 26) c.blocks = {2, 2, 2, 2};
+    else if (d == 50) c.blocks = {3, 4, 6, 3};
+    else if (d == 101) c.blocks = {3, 4, 23, 3};
+    else if (d == 152) c.blocks = {3, 8, 36, 3};
+    else if (d == 200) c.blocks = {3, 24, 36, 3};
+    else fail("bit: unknown depth ", d, " (26, 50, 101, 152, 200, or a list of units per stage)");
+  }
+  BV_CHECK(!c.blocks.empty(), "bit: depth gives no stages");
+  return c;
+}
+
+void add_conv(std::vector<ParamSpec>& out, const std::string& name, int64_t k, int64_t in,
+              int64_t o) {
+  // flax Conv's default kernel init is lecun_normal over fan_in = k*k*in.
+  out.push_back({name + "/kernel", {k, k, in, o}, at::kFloat, Init::kLecunNormal, 0, k * k * in, o});
+}
+
+void add_gn(std::vector<ParamSpec>& out, const std::string& name, int64_t c, bool zero_scale = false) {
+  out.push_back({name + "/scale", {c}, at::kFloat, zero_scale ? Init::kZeros : Init::kOnes});
+  out.push_back({name + "/bias", {c}, at::kFloat, Init::kZeros});
+}
+
+std::vector<ParamSpec> bit_param_specs(const json& cfg) {
+  BitConfig c = parse_config(cfg);
+  std::vector<ParamSpec> out;
+  int64_t w = c.root_width();
+  add_conv(out, "conv_root", 7, 3, w);
+  add_gn(out, "gn_root", w);
+  int64_t in = w;
+  for (size_t s = 0; s < c.blocks.size(); ++s) {
+    int64_t nmid = w << s, nout = 4 * nmid;
+    for (int64_t u = 0; u < c.blocks[s]; ++u) {
+      std::string p = "block" + std::to_string(s + 1) + "/unit" + std::to_string(u + 1) + "/";
+      bool strided = u == 0 && s > 0;
+      if (in != nout || strided) {
+        add_conv(out, p + "conv_proj", 1, in, nout);
+        add_gn(out, p + "gn_proj", nout);
+      }
+      add_conv(out, p + "conv1", 1, in, nmid);
+      add_gn(out, p + "gn1", nmid);
+      add_conv(out, p + "conv2", 3, nmid, nmid);
+      add_gn(out, p + "gn2", nmid);
+      add_conv(out, p + "conv3", 1, nmid, nout);
+      add_gn(out, p + "gn3", nout, /*zero_scale=*/true);
+      in = nout;
+    }
+  }
+  if (c.num_classes) {
+    out.push_back({"head/kernel", {in, c.num_classes}, at::kFloat, Init::kZeros});
+    out.push_back({"head/bias", {c.num_classes}, at::kFloat, Init::kZeros});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward (NCHW inside)
+
+// TF "SAME": total padding max((ceil(in/s)-1)*s + k - in, 0), the smaller half before.
+std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t k, int64_t s) {
+  int64_t total = std::max<int64_t>(((in + s - 1) / s - 1) * s + k - in, 0);
+  return {total / 2, total - total / 2};
+}
+
+at::Tensor pad_same(const at::Tensor& x, int64_t k, int64_t s, double value) {
+  auto [top, bottom] = same_padding(x.size(2), k, s);
+  auto [left, right] = same_padding(x.size(3), k, s);
+  if (top == 0 && bottom == 0 && left == 0 && right == 0) return x;
+  return at::constant_pad_nd(x, {left, right, top, bottom}, value);
+}
+
+// A weight-standardised conv: per output channel, (w - mean) / (std + 1e-5) over (H, W, In).
+at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t stride) {
+  at::Tensor w = kernel_hwio - kernel_hwio.mean({0, 1, 2});
+  w = w / (w.std({0, 1, 2}, /*unbiased=*/false) + 1e-5);
+  w = w.permute({3, 2, 0, 1});  // HWIO -> OIHW
+  return at::conv2d(pad_same(x, w.size(2), stride, 0.0), w, {}, stride);
+}
+
+at::Tensor group_norm(const at::Tensor& x, const Params& p, const std::string& name) {
+  return at::group_norm(x, 32, param(p, name + "/scale", "bit"), param(p, name + "/bias", "bit"), 1e-6);
+}
+
+at::Tensor nhwc(const at::Tensor& x) { return x.permute({0, 2, 3, 1}); }
+
+Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
+                 bool /*train*/) {
+  BitConfig c = parse_config(cfg);
+  BV_CHECK(inputs.size() == 1, "bit: expected one input (images), got ", inputs.size());
+  const at::Tensor& image = inputs[0];
+  BV_CHECK(image.dim() == 4 && image.size(3) == 3, "bit: images must be [n, H, W, 3]");
+  auto P = [&](const std::string& name) { return param(params, name, "bit"); };
+  Output out;
+  at::Tensor x = image.to(at::kFloat).permute({0, 3, 1, 2});
+  x = std_conv(x, P("conv_root/kernel"), 2);
+  x = at::relu(group_norm(x, params, "gn_root"));
+  x = at::max_pool2d(pad_same(x, 3, 2, -std::numeric_limits<double>::infinity()), {3, 3}, {2, 2});
+  out.aux.emplace_back("stem", nhwc(x));
+  for (size_t s = 0; s < c.blocks.size(); ++s) {
+    for (int64_t u = 0; u < c.blocks[s]; ++u) {
+      std::string p = "block" + std::to_string(s + 1) + "/unit" + std::to_string(u + 1) + "/";
+      int64_t stride = (u == 0 && s > 0) ? 2 : 1;
+      at::Tensor residual = x;
+      if (params.count(p + "conv_proj/kernel")) {
+        residual = group_norm(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
+      }
+      at::Tensor y = at::relu(group_norm(std_conv(x, P(p + "conv1/kernel"), 1), params, p + "gn1"));
+      y = at::relu(group_norm(std_conv(y, P(p + "conv2/kernel"), stride), params, p + "gn2"));
+      y = group_norm(std_conv(y, P(p + "conv3/kernel"), 1), params, p + "gn3");
+      x = at::relu(residual + y);
+    }
+    out.aux.emplace_back("stage" + std::to_string(s + 1), nhwc(x));
+  }
+  out.aux.emplace_back("pre_logits_2d", nhwc(x));
+  at::Tensor pooled = x.mean({2, 3});
+  out.aux.emplace_back("pre_logits", pooled);
+  if (c.num_classes) {
+    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    out.aux.emplace_back("logits", pooled);
+  }
+  out.out = pooled;
+  return out;
+}
+
+}  // namespace
+
+const ModelApi& bit_api() {
+  static const ModelApi api = {
+      "bit", "bit(depth=50, width=1, num_classes=None): big_vision's BiT ResNet-v1 (GroupNorm, "
+             "weight standardisation)",
+      bit_param_specs, nullptr, bit_apply};
+  return api;
+}
+
+}  // namespace bv::models
