@@ -127,6 +127,47 @@ T.test("BiT: R50x1 count, shapes, outputs", function()
   T.raises(function() bv.models.build("bit", {depth = 34}) end, "unknown depth 34")
 end)
 
+T.test("Gemma: 2B count and shapes, tiny forward, scan and per-layer forms", function()
+  local m = bv.models.build("ppp.gemma", {variant = "gemma_2b"})
+  local s = shapes(m)
+  T.eq(s["embedder/input_embedding"], {256000, 2048})
+  T.eq(s["layers/attn/q_einsum/w"], {18, 8, 2048, 256})
+  T.eq(s["layers/attn/kv_einsum/w"], {18, 2, 1, 2048, 256})
+  T.eq(s["layers/attn/attn_vec_einsum/w"], {18, 8, 256, 2048})
+  T.eq(s["layers/mlp/gating_einsum"], {18, 2, 2048, 16384})
+  T.eq(s["layers/mlp/linear"], {18, 16384, 2048})
+  T.eq(s["final_norm/scale"], {2048})
+  T.eq(m:param_count(), 2506172416)  -- "Gemma 2B": 2.51 B with the tied embedding
+  T.eq(shapes(bv.models.build("ppp.gemma", {variant = "gemma_7b"}))["layers/attn/qkv_einsum/w"],
+       {28, 3, 16, 3072, 256})
+  local cfg = {width = 32, depth = 2, mlp_dim = 64, num_heads = 4, num_kv_heads = 2, head_dim = 8,
+               vocab_size = 50}
+  local t = bv.models.build("ppp.gemma", cfg)
+  local p = t:init(3)
+  local tokens = bv.tensor({{1, 2, 3, 4}, {5, 6, 7, 8}})
+  local logits, out = t:apply(p, tokens)
+  T.eq(logits:shape(), {2, 4, 50})
+  T.eq(out.pre_logits:shape(), {2, 4, 32})
+  -- causal: changing a later token leaves earlier logits unchanged
+  local later = t:apply(p, bv.tensor({{1, 2, 3, 9}, {5, 6, 7, 8}}))
+  T.truthy(later[{1, {1, 3}}]:allclose(logits[{1, {1, 3}}], 1e-5, 1e-6), "causal mask")
+  T.truthy(not later[{1, 4}]:allclose(logits[{1, 4}]), "the last position sees the change")
+  cfg.scan = false
+  local pl = {}
+  for name, v in pairs(p) do
+    local rest = name:match("^layers/(.*)$")
+    if rest then
+      for i = 0, 1 do pl["layers/" .. i .. "/" .. rest] = v[i + 1] end
+    else
+      pl[name] = v
+    end
+  end
+  local per_layer = bv.models.build("ppp.gemma", cfg)
+  T.truthy(per_layer:apply(pl, tokens):allclose(logits, 1e-5, 1e-6), "per-layer == scanned")
+  T.raises(function() bv.models.build("ppp.gemma", {variant = "gemma_3b"}) end, "unknown variant 'gemma_3b'")
+  T.raises(function() t:apply(p, bv.zeros({2, 4})) end, "tokens must be an integer")
+end)
+
 T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
   T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")

@@ -1,0 +1,243 @@
+// ppp.gemma: big_vision's Gemma decoder (models/ppp/gemma.py) on libtorch.
+//   tokens [B, T] -> embed * sqrt(D) -> layers: RMSNorm -> attention (RoPE, multi-query or
+//   grouped heads, causal) -> residual -> RMSNorm -> GeGLU MLP -> residual -> final_norm
+//   -> logits = x @ embedding^T (tied)
+// Parameters are big_vision's, scanned by default (`layers/...` with a leading depth axis) or
+// per layer with scan=false (`layers/<i>/...`). Gemma 2's post-norms are not built yet.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct GemmaConfig {
+  int64_t width = 2048, depth = 18, mlp_dim = 16384, num_heads = 8, num_kv_heads = 1;
+  int64_t head_dim = 256, vocab_size = 256000;
+  bool scan = true;
+  double final_logits_softcap = 0, attn_logits_softcap = 0;
+};
+
+struct Variant {
+  const char* name;
+  int64_t width, depth, mlp_dim, num_heads, num_kv_heads, head_dim;
+};
+
+const Variant kVariants[] = {
+    {"gemma_2b", 2048, 18, 16384, 8, 1, 256},
+    {"gemma_7b", 3072, 28, 24576, 16, 16, 256},
+};
+
+GemmaConfig parse_config(const json& cfg) {
+  BV_CHECK(cfg.is_object(), "gemma: the model config must be a table");
+  static const std::set<std::string> known = {
+      "variant", "width", "depth", "mlp_dim", "num_heads", "num_kv_heads", "head_dim",
+      "vocab_size", "scan", "remat_policy", "dropout", "dropout_bdims", "cache_dtype",
+      "embed_dtype", "final_logits_softcap", "attn_logits_softcap"};
+  for (const auto& [key, v] : cfg.items()) {
+    BV_CHECK(known.count(key), "gemma: unknown config key '", key, "'");
+  }
+  GemmaConfig c;
+  std::string variant = cfg.value("variant", std::string("gemma_2b"));
+  bool found = false;
+  for (const Variant& v : kVariants) {
+    if (variant == v.name) {
+      c.width = v.width, c.depth = v.depth, c.mlp_dim = v.mlp_dim, c.num_heads = v.num_heads;
+      c.num_kv_heads = v.num_kv_heads, c.head_dim = v.head_dim;
+      found = true;
+    }
+  }
+  BV_CHECK(found, "gemma: unknown variant '", variant, "' (gemma_2b or gemma_7b)");
+  auto set_int = [&](const char* key, int64_t* out) {
+    if (cfg.contains(key) && !cfg[key].is_null()) {
+      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0, "gemma: '", key,
+               "' must be a positive integer");
+      *out = cfg[key].get<int64_t>();
+    }
+  };
+  set_int("width", &c.width);
+  set_int("depth", &c.depth);
+  set_int("mlp_dim", &c.mlp_dim);
+  set_int("num_heads", &c.num_heads);
+  set_int("num_kv_heads", &c.num_kv_heads);
+  set_int("head_dim", &c.head_dim);
+  set_int("vocab_size", &c.vocab_size);
+  if (cfg.contains("scan")) c.scan = cfg["scan"].get<bool>();
+  if (cfg.contains("final_logits_softcap") && !cfg["final_logits_softcap"].is_null()) {
+    c.final_logits_softcap = cfg["final_logits_softcap"].get<double>();
+  }
+  if (cfg.contains("attn_logits_softcap") && !cfg["attn_logits_softcap"].is_null()) {
+    c.attn_logits_softcap = cfg["attn_logits_softcap"].get<double>();
+  }
+  BV_CHECK(c.num_heads % c.num_kv_heads == 0, "gemma: num_heads ", c.num_heads,
+           " is not a multiple of num_kv_heads ", c.num_kv_heads);
+  BV_CHECK(c.head_dim % 2 == 0, "gemma: head_dim must be even (RoPE)");
+  return c;
+}
+
+// One layer's parameters (without the layer prefix), with flax's variance_scaling(1, fan_in,
+// truncated_normal) fans.
+std::vector<ParamSpec> layer_specs(const GemmaConfig& c) {
+  int64_t D = c.width, N = c.num_heads, K = c.num_kv_heads, H = c.head_dim, F = c.mlp_dim;
+  std::vector<ParamSpec> out;
+  out.push_back({"pre_attention_norm/scale", {D}, at::kFloat, Init::kZeros});
+  out.push_back({"pre_ffw_norm/scale", {D}, at::kFloat, Init::kZeros});
+  if (K == N) {
+    out.push_back({"attn/qkv_einsum/w", {3, N, D, H}, at::kFloat, Init::kLecunNormal, 0, D, H});
+  } else {
+    out.push_back({"attn/q_einsum/w", {N, D, H}, at::kFloat, Init::kLecunNormal, 0, D, H});
+    out.push_back({"attn/kv_einsum/w", {2, K, D, H}, at::kFloat, Init::kLecunNormal, 0, D, H});
+  }
+  out.push_back({"attn/attn_vec_einsum/w", {N, H, D}, at::kFloat, Init::kLecunNormal, 0, N * H, D});
+  out.push_back({"mlp/gating_einsum", {2, D, F}, at::kFloat, Init::kLecunNormal, 0, D, F});
+  out.push_back({"mlp/linear", {F, D}, at::kFloat, Init::kLecunNormal, 0, F, D});
+  return out;
+}
+
+std::vector<ParamSpec> gemma_param_specs(const json& cfg) {
+  GemmaConfig c = parse_config(cfg);
+  std::vector<ParamSpec> out;
+  out.push_back({"embedder/input_embedding", {c.vocab_size, c.width}, at::kFloat, Init::kNormal,
+                 1.0 / std::sqrt(static_cast<double>(c.width))});
+  for (const ParamSpec& s : layer_specs(c)) {
+    if (c.scan) {
+      ParamSpec stacked = s;
+      stacked.name = "layers/" + s.name;
+      stacked.shape.insert(stacked.shape.begin(), c.depth);
+      out.push_back(stacked);
+    } else {
+      for (int64_t i = 0; i < c.depth; ++i) {
+        ParamSpec one = s;
+        one.name = "layers/" + std::to_string(i) + "/" + s.name;
+        out.push_back(one);
+      }
+    }
+  }
+  out.push_back({"final_norm/scale", {c.width}, at::kFloat, Init::kZeros});
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
+  at::Tensor var = (x * x).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(var + 1e-6) * (1 + scale);
+}
+
+// RoPE, half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), timescale 1e4^(2i/H).
+at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) {  // x [B, T, N, H]
+  int64_t half = x.size(-1) / 2;
+  at::Tensor frac = at::arange(half, at::kFloat) * (2.0 / static_cast<double>(x.size(-1)));
+  at::Tensor timescale = at::pow(1e4, frac);
+  at::Tensor angle = positions.to(at::kFloat).unsqueeze(-1) / timescale;  // [B, T, half]
+  at::Tensor sin = angle.sin().unsqueeze(2), cos = angle.cos().unsqueeze(2);
+  at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+struct LayerParams {
+  const Params& params;
+  const GemmaConfig& c;
+  int64_t i;
+  at::Tensor operator()(const std::string& name) const {
+    if (c.scan) return param(params, "layers/" + name, "gemma")[i];
+    return param(params, "layers/" + std::to_string(i) + "/" + name, "gemma");
+  }
+  bool has(const std::string& name) const {
+    return params.count(c.scan ? "layers/" + name : "layers/" + std::to_string(i) + "/" + name) > 0;
+  }
+};
+
+// x [B, T, D], mask [B, T, S] bool -> [B, T, D]
+at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& mask,
+                     const LayerParams& p, const GemmaConfig& c) {
+  int64_t B = x.size(0), T = x.size(1), N = c.num_heads, K = c.num_kv_heads, H = c.head_dim;
+  at::Tensor q, k, v;
+  if (p.has("attn/qkv_einsum/w")) {
+    at::Tensor w = p("attn/qkv_einsum/w");  // [3, N, D, H]
+    q = at::einsum("btd,ndh->btnh", {x, w[0]});
+    k = at::einsum("btd,ndh->btnh", {x, w[1]});
+    v = at::einsum("btd,ndh->btnh", {x, w[2]});
+  } else {
+    q = at::einsum("btd,ndh->btnh", {x, p("attn/q_einsum/w")});
+    at::Tensor kv = p("attn/kv_einsum/w");  // [2, K, D, H]
+    k = at::einsum("btd,kdh->btkh", {x, kv[0]});
+    v = at::einsum("btd,kdh->btkh", {x, kv[1]});
+  }
+  q = rope(q, positions) * (1.0 / std::sqrt(static_cast<double>(H)));
+  k = rope(k, positions);
+  // Grouped heads: query head n = kv head (n / G), as big_vision's (K, G) reshape with K outer.
+  int64_t G = N / K;
+  at::Tensor qg = q.view({B, T, K, G, H});
+  at::Tensor logits = at::einsum("btkgh,bskh->bkgts", {qg, k});
+  if (c.attn_logits_softcap > 0) {
+    logits = at::tanh(logits / c.attn_logits_softcap) * c.attn_logits_softcap;
+  }
+  logits = logits.masked_fill(mask.logical_not().view({B, 1, 1, T, -1}), -2.3819763e38);
+  at::Tensor probs = at::softmax(logits, -1);
+  at::Tensor enc = at::einsum("bkgts,bskh->btkgh", {probs, v}).reshape({B, T, N, H});
+  return at::einsum("btnh,nhd->btd", {enc, p("attn/attn_vec_einsum/w")});
+}
+
+at::Tensor feed_forward(const at::Tensor& x, const LayerParams& p) {
+  at::Tensor w = p("mlp/gating_einsum");  // [2, D, F]
+  at::Tensor gate = at::gelu(at::matmul(x, w[0]), "tanh") * at::matmul(x, w[1]);
+  return at::matmul(gate, p("mlp/linear"));
+}
+
+// inputs: tokens [B, T] (int), then optionally a bool attention mask [B, T, T] (default causal)
+// and positions [B, T] (default 0..T-1).
+Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
+                   bool /*train*/) {
+  GemmaConfig c = parse_config(cfg);
+  BV_CHECK(!inputs.empty() && inputs.size() <= 3, "gemma: inputs are tokens [, mask [, positions]]");
+  const at::Tensor& tokens = inputs[0];
+  BV_CHECK(tokens.dim() == 2 && !at::isFloatingType(tokens.scalar_type()),
+           "gemma: tokens must be an integer [batch, length] tensor");
+  int64_t B = tokens.size(0), T = tokens.size(1);
+  at::Tensor mask = inputs.size() >= 2 ? inputs[1].to(at::kBool)
+                                       : at::ones({T, T}, at::kBool).tril().expand({B, T, T});
+  BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == T,
+           "gemma: mask must be [batch, length, length]");
+  at::Tensor positions = inputs.size() == 3 ? inputs[2] : at::arange(T, at::kLong).expand({B, T});
+  const at::Tensor& table = param(params, "embedder/input_embedding", "gemma");
+  at::Tensor x = at::embedding(table, tokens.to(at::kLong)) * std::sqrt(static_cast<double>(c.width));
+  Output out;
+  for (int64_t i = 0; i < c.depth; ++i) {
+    LayerParams p{params, c, i};
+    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c);
+    x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+  }
+  x = rms_norm(x, param(params, "final_norm/scale", "gemma"));
+  out.aux.emplace_back("pre_logits", x);
+  at::Tensor logits = at::matmul(x, table.t());
+  out.aux.emplace_back("logits_pre_norm", logits);
+  if (c.final_logits_softcap > 0) {
+    logits = at::tanh(logits / c.final_logits_softcap) * c.final_logits_softcap;
+  }
+  out.aux.emplace_back("logits", logits);
+  out.out = logits;
+  return out;
+}
+
+}  // namespace
+
+const ModelApi& gemma_api() {
+  static const ModelApi api = {
+      "ppp.gemma",
+      "ppp.gemma(variant='gemma_2b', scan=True, vocab_size=256000, ...): big_vision's Gemma "
+      "decoder (RMSNorm, RoPE, multi-query attention, GeGLU, tied embeddings)",
+      gemma_param_specs, nullptr, gemma_apply};
+  return api;
+}
+
+}  // namespace bv::models
