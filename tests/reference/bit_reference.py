@@ -1,7 +1,7 @@
 # An independent BiT (ResNet-v1, GroupNorm, weight standardisation) forward pass in PyTorch,
 # written from big_vision's models/bit.py, for the parity test. Reads params and the input from
-# an npz (big_vision's names), writes the logits as .npy.
-#   /usr/bin/python3 bit_reference.py PARAMS.npz CONFIG_JSON OUT.npy
+# an npz (big_vision's names), writes the logits into an npz (key "logits").
+#   /usr/bin/python3 bit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import math
 import sys
@@ -51,4 +51,4 @@ for s, n_units in enumerate(blocks):
         y = gn(conv(y, p + "conv3", 1), p + "gn3")
         x = F.relu(res + y)
 r = x.mean(dim=(2, 3)) @ P["head/kernel"] + P["head/bias"]
-np.save(out_path, r.numpy())
+np.savez(out_path, logits=r.numpy())

@@ -1,7 +1,7 @@
 # An independent Gemma forward pass in PyTorch, written from big_vision's models/ppp/gemma.py,
 # for the parity test. Reads scanned params (big_vision's names) and the tokens from an npz,
-# writes the logits as .npy.
-#   /usr/bin/python3 gemma_reference.py PARAMS.npz CONFIG_JSON OUT.npy
+# writes the logits into an npz (key "logits").
+#   /usr/bin/python3 gemma_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import sys
 
@@ -51,4 +51,4 @@ for i in range(cfg["depth"]):
     g = L["mlp/gating_einsum"]
     x = x + (F.gelu(y @ g[0], approximate="tanh") * (y @ g[1])) @ L["mlp/linear"]
 x = rms(x, P["final_norm/scale"])
-np.save(out_path, (x @ emb.T).numpy())
+np.savez(out_path, logits=(x @ emb.T).numpy())

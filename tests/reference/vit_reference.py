@@ -1,7 +1,7 @@
 # An independent ViT forward pass in PyTorch (Debian's python3-torch), written from big_vision's
 # models/vit.py, for the parity test (tests/lua/vit_parity_test.lua). Reads params and the input
-# from an npz (big_vision's names), writes the logits as .npy.
-#   /usr/bin/python3 vit_reference.py PARAMS.npz CONFIG_JSON OUT.npy
+# from an npz (big_vision's names), writes the logits into an npz (key "logits").
+#   /usr/bin/python3 vit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import sys
 
@@ -64,4 +64,4 @@ elif pool == "map":
 if "pre_logits/kernel" in P:
     r = torch.tanh(r @ P["pre_logits/kernel"] + P["pre_logits/bias"])
 r = r @ P["head/kernel"] + P["head/bias"]
-np.save(out_path, r.numpy())
+np.savez(out_path, logits=r.numpy())
