@@ -106,6 +106,12 @@ int models_apply(lua_State* L) {
   return 2;
 }
 
+// bv._models.resample_posemb(posemb, new_tokens)
+int models_resample_posemb(lua_State* L) {
+  push_tensor(L, models::resample_posemb(check_tensor(L, 1), check_int(L, 2)));
+  return 1;
+}
+
 int models_names(lua_State* L) {
   auto names = models::model_names();
   lua_createtable(L, static_cast<int>(names.size()), 0);
@@ -127,7 +133,8 @@ void open_models(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
       BV_FN("apply", models_apply),             BV_FN("names", models_names),
-      BV_FN("doc", models_doc),                 {nullptr, nullptr},
+      BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
+      {nullptr, nullptr},
   };
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/machine.h"
+#include "core/regex.h"
 #include "ckpt.h"
 #include "image.h"
 #include "lua_util.h"
@@ -39,6 +40,12 @@ int machine_threads(lua_State* L) {
 int machine_clock(lua_State* L) {
   auto now = std::chrono::steady_clock::now().time_since_epoch();
   lua_pushnumber(L, std::chrono::duration<double>(now).count());
+  return 1;
+}
+
+// bv.fullmatch(pattern, text): Python's re.fullmatch for config regexes.
+int machine_fullmatch(lua_State* L) {
+  lua_pushboolean(L, regex_fullmatch(luaL_checkstring(L, 1), luaL_checkstring(L, 2)));
   return 1;
 }
 
@@ -84,7 +91,7 @@ int open_native(lua_State* L) {
   open_models(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
-      BV_FN("clock", machine_clock),
+      BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

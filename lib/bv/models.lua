@@ -54,4 +54,121 @@ function Model:apply(params, ...)
                           table.unpack(args, 1, args.n))
 end
 
+-- ---------------------------------------------------------------------------------------------
+-- model_init: starting from a checkpoint, as big_vision's load functions do.
+
+-- PaliGemma's checkpoints sit behind a licence wall: users download them into a folder named
+-- by BV_GEMMA_DIR, and configs refer to them by big_vision's vanity names.
+local function resolve_vanity(name)
+  if name:match("^pt_%w+") and not name:find("/") and not name:find("%.npz$") then
+    local dir = os.getenv("BV_GEMMA_DIR")
+    if not dir then
+      error(string.format("model_init '%s' is a vanity name for $BV_GEMMA_DIR/%s.npz, but "
+        .. "BV_GEMMA_DIR is not set", name, name), 0)
+    end
+    return dir .. "/" .. name .. ".npz"
+  end
+  return name
+end
+
+-- "path.npz" or "path.npz:sub/tree" -> path, prefix ("" for the whole file).
+local function split_init(init)
+  local path, sub = init:match("^(.*%.npz):([^/:][^:]*)$")
+  if path then return path, sub .. "/" end
+  return resolve_vanity(init), ""
+end
+
+-- big_vision's pyloop_to_scan / scan_to_pyloop for ViT's "Transformer/encoderblock" tree, so a
+-- checkpoint of either form loads into a model of either form.
+local function convert_scan(loaded, wanted)
+  local want_scan = false
+  for name in pairs(wanted) do
+    if name:find("^Transformer/encoderblock/") then want_scan = true end
+  end
+  local out = {}
+  for name, t in pairs(loaded) do
+    local i, rest = name:match("^Transformer/encoderblock_(%d+)/(.*)$")
+    local srest = name:match("^Transformer/encoderblock/(.*)$")
+    if want_scan and i then
+      local key = "Transformer/encoderblock/" .. rest
+      out[key] = out[key] or {}
+      out[key][tonumber(i) + 1] = t
+    elseif not want_scan and srest then
+      for layer = 1, t:size(1) do out["Transformer/encoderblock_" .. (layer - 1) .. "/" .. srest] = t[layer] end
+    else
+      out[name] = t
+    end
+  end
+  for name, v in pairs(out) do
+    if type(v) == "table" then out[name] = bv.stack(v) end
+  end
+  return out
+end
+
+local function matches_any(name, regexes)
+  for _, re in ipairs(regexes or {}) do
+    if bv.fullmatch(re, name) then return true end
+  end
+  return false
+end
+
+-- Loads `init` (a path, "path.npz:subtree", or a vanity name) over `params` (the model's fresh
+-- parameters, which give the names and shapes wanted). opts: dont_load = {regex, ...} keeps
+-- those from `params`; allow_missing / allow_unused turn the report into a warning.
+-- Returns the new parameters and a report {loaded=, missing=, unused=, resampled=}.
+function Model:load(params, init, opts)
+  opts = opts or {}
+  local path, prefix = split_init(init)
+  local loaded = bv.ckpt.load_npz(path, function(name) return name:sub(1, #prefix) == prefix end)
+  if prefix ~= "" then
+    local sub = {}
+    for name, t in pairs(loaded) do sub[name:sub(#prefix + 1)] = t end
+    loaded = sub
+    if next(loaded) == nil then
+      error(string.format("model_init '%s': no parameters under '%s' in %s", init, prefix, path), 0)
+    end
+  end
+  loaded = convert_scan(loaded, params)
+  local out, report = {}, {loaded = {}, missing = {}, unused = {}, resampled = {}}
+  local names = {}
+  for name in pairs(params) do names[#names + 1] = name end
+  table.sort(names)  -- errors name the same parameter on every run
+  for _, name in ipairs(names) do
+    local fresh, t = params[name], loaded[name]
+    if matches_any(name, opts.dont_load) or t == nil then
+      out[name] = fresh
+      if t == nil and not matches_any(name, opts.dont_load) then report.missing[#report.missing + 1] = name end
+    else
+      local want, got = fresh:shape(), t:shape()
+      local same = #want == #got
+      for d = 1, #want do same = same and want[d] == got[d] end
+      if not same and name == "pos_embedding" then
+        t = bv._models.resample_posemb(t, want[2])
+        report.resampled[#report.resampled + 1] = name
+      elseif not same then
+        error(string.format("model_init '%s': '%s' has shape {%s} in the checkpoint but the model "
+          .. "wants {%s}", init, name, table.concat(got, ", "), table.concat(want, ", ")), 0)
+      end
+      out[name] = t:to(fresh:dtype())
+      report.loaded[#report.loaded + 1] = name
+    end
+  end
+  for name in pairs(loaded) do
+    if params[name] == nil then report.unused[#report.unused + 1] = name end
+  end
+  for _, k in ipairs({"loaded", "missing", "unused", "resampled"}) do table.sort(report[k]) end
+  local function check(list, what, allowed)
+    if #list > 0 and not allowed then
+      error(string.format("model_init '%s': %d parameter%s %s: %s%s", init, #list,
+        #list == 1 and "" or "s", what, table.concat(list, ", ", 1, math.min(#list, 10)),
+        #list > 10 and ", ..." or ""), 0)
+    end
+  end
+  check(report.missing, "missing from the checkpoint (allow with allow_missing, or list them in "
+    .. "dont_load)", opts.allow_missing)
+  check(report.unused, "in the checkpoint not used by the model (allow with allow_unused)",
+        opts.allow_unused)
+  return out, report
+end
+
 return M

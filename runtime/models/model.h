@@ -51,6 +51,10 @@ std::vector<std::string> model_names();
 // Fresh parameters for the specs, drawn from a generator seeded by `seed`.
 Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t seed);
 
+// ViT's learned position embedding [1, N, C] resampled to new_tokens (square grids), as
+// big_vision's resample_posemb: bilinear with corner-aligned sampling (scipy zoom, order 1).
+at::Tensor resample_posemb(const at::Tensor& posemb, int64_t new_tokens);
+
 // The parameter, or a bv::Error naming it and the model.
 const at::Tensor& param(const Params& params, const std::string& name, const char* model);
 

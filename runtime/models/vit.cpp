@@ -353,6 +353,22 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
 
 }  // namespace
 
+at::Tensor resample_posemb(const at::Tensor& posemb, int64_t new_tokens) {
+  BV_CHECK(posemb.dim() == 3 && posemb.size(0) == 1, "resample_posemb: expected [1, N, C], got [",
+           posemb.sizes(), "]");
+  auto side = [](int64_t n) {
+    auto g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+    return g * g == n ? g : int64_t{-1};
+  };
+  int64_t old_g = side(posemb.size(1)), new_g = side(new_tokens);
+  BV_CHECK(old_g > 0 && new_g > 0, "resample_posemb: only square grids: ", posemb.size(1),
+           " -> ", new_tokens, " tokens");
+  int64_t c = posemb.size(2);
+  at::Tensor grid = posemb.reshape({1, old_g, old_g, c}).permute({0, 3, 1, 2}).to(at::kFloat);
+  at::Tensor out = at::upsample_bilinear2d(grid, {new_g, new_g}, /*align_corners=*/true);
+  return out.permute({0, 2, 3, 1}).reshape({1, new_g * new_g, c}).to(posemb.scalar_type());
+}
+
 const ModelApi& vit_api() {
   static const ModelApi api = {
       "vit",

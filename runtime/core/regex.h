@@ -1,0 +1,13 @@
+// Python-style regex matching for config regexes (dont_load, schedules, lr_mults): big_vision
+// uses re.fullmatch; std::regex's ECMAScript grammar reads the patterns people write there
+// ('.*', 'img/.*', '(a|b)/.*kernel') the same way.
+#pragma once
+
+#include <string>
+
+namespace bv {
+
+// True when `pattern` matches the whole of `text`. A bad pattern is a bv::Error naming it.
+bool regex_fullmatch(const std::string& pattern, const std::string& text);
+
+}  // namespace bv
