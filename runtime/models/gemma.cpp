@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "models/gemma.h"
 #include "models/model.h"
 
 namespace bv::models {
@@ -201,25 +202,14 @@ Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::
   GemmaConfig c = parse_config(cfg);
   BV_CHECK(!inputs.empty() && inputs.size() <= 3, "gemma: inputs are tokens [, mask [, positions]]");
   const at::Tensor& tokens = inputs[0];
-  BV_CHECK(tokens.dim() == 2 && !at::isFloatingType(tokens.scalar_type()),
-           "gemma: tokens must be an integer [batch, length] tensor");
-  int64_t B = tokens.size(0), T = tokens.size(1);
+  int64_t B = tokens.size(0), T = tokens.dim() == 2 ? tokens.size(1) : 0;
   at::Tensor mask = inputs.size() >= 2 ? inputs[1].to(at::kBool)
                                        : at::ones({T, T}, at::kBool).tril().expand({B, T, T});
-  BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == T,
-           "gemma: mask must be [batch, length, length]");
   at::Tensor positions = inputs.size() == 3 ? inputs[2] : at::arange(T, at::kLong).expand({B, T});
-  const at::Tensor& table = param(params, "embedder/input_embedding", "gemma");
-  at::Tensor x = at::embedding(table, tokens.to(at::kLong)) * std::sqrt(static_cast<double>(c.width));
   Output out;
-  for (int64_t i = 0; i < c.depth; ++i) {
-    LayerParams p{params, c, i};
-    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c);
-    x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
-  }
-  x = rms_norm(x, param(params, "final_norm/scale", "gemma"));
+  at::Tensor x = gemma::stack(cfg, params, gemma::embed(cfg, params, tokens), mask, positions);
   out.aux.emplace_back("pre_logits", x);
-  at::Tensor logits = at::matmul(x, table.t());
+  at::Tensor logits = gemma::logits(params, x);
   out.aux.emplace_back("logits_pre_norm", logits);
   if (c.final_logits_softcap > 0) {
     logits = at::tanh(logits / c.final_logits_softcap) * c.final_logits_softcap;
@@ -230,6 +220,36 @@ Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::
 }
 
 }  // namespace
+
+namespace gemma {
+
+at::Tensor embed(const json& cfg, const Params& params, const at::Tensor& tokens) {
+  GemmaConfig c = parse_config(cfg);
+  BV_CHECK(tokens.dim() == 2 && !at::isFloatingType(tokens.scalar_type()),
+           "gemma: tokens must be an integer [batch, length] tensor");
+  const at::Tensor& table = param(params, "embedder/input_embedding", "gemma");
+  return at::embedding(table, tokens.to(at::kLong)) * std::sqrt(static_cast<double>(c.width));
+}
+
+at::Tensor stack(const json& cfg, const Params& params, at::Tensor x, const at::Tensor& mask,
+                 const at::Tensor& positions) {
+  GemmaConfig c = parse_config(cfg);
+  int64_t B = x.size(0), T = x.size(1);
+  BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == T,
+           "gemma: mask must be [batch, length, length]");
+  for (int64_t i = 0; i < c.depth; ++i) {
+    LayerParams p{params, c, i};
+    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c);
+    x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+  }
+  return rms_norm(x, param(params, "final_norm/scale", "gemma"));
+}
+
+at::Tensor logits(const Params& params, const at::Tensor& pre_logits) {
+  return at::matmul(pre_logits, param(params, "embedder/input_embedding", "gemma").t());
+}
+
+}  // namespace gemma
 
 const ModelApi& gemma_api() {
   static const ModelApi api = {

@@ -13,10 +13,11 @@ namespace bv::models {
 const ModelApi& vit_api();  // vit.cpp
 const ModelApi& bit_api();  // bit.cpp
 const ModelApi& gemma_api();  // gemma.cpp
+const ModelApi& paligemma_api();  // paligemma.cpp
 
 namespace {
 
-std::vector<const ModelApi*> all_models() { return {&vit_api(), &bit_api(), &gemma_api()}; }
+std::vector<const ModelApi*> all_models() { return {&vit_api(), &bit_api(), &gemma_api(), &paligemma_api()}; }
 
 }  // namespace
 

@@ -168,6 +168,36 @@ T.test("Gemma: 2B count and shapes, tiny forward, scan and per-layer forms", fun
   T.raises(function() t:apply(p, bv.zeros({2, 4})) end, "tokens must be an integer")
 end)
 
+T.test("PaliGemma: 3B count and shapes, the prefix-LM mask", function()
+  local m = bv.models.build("proj.paligemma.paligemma", {})
+  T.eq(m:param_count(), 2923335408)  -- PaliGemma-3B as published
+  local s = shapes(m)
+  T.eq(s["img/head/kernel"], {1152, 2048})
+  T.eq(s["img/Transformer/encoderblock/MlpBlock_0/Dense_0/kernel"], {27, 1152, 4304})
+  T.eq(s["llm/embedder/input_embedding"], {257152, 2048})
+  T.eq(s["img/MAPHead_0/probe"], nil)
+  local t = bv.models.build("proj.paligemma.paligemma", {img = {variant = "mu/4", image_size = 8},
+    llm = {width = 32, depth = 2, mlp_dim = 48, num_heads = 4, num_kv_heads = 1, head_dim = 8,
+           vocab_size = 40}})
+  local p = t:init(0)
+  local img = bv.randn({1, 8, 8, 3}, bv.rng(1))
+  local mask_ar = bv.tensor({{0, 0, 1, 1}})
+  local logits, out = t:apply(p, img, bv.tensor({{1, 2, 3, 4}}), mask_ar)
+  T.eq(logits:shape(), {1, 4, 40})
+  local m8 = out.attn_mask[1]
+  T.truthy(m8[{1, 6}]:item(), "an image token sees the text prefix (bidirectional prefix)")
+  T.truthy(not m8[{1, 7}]:item() and not m8[{6, 7}]:item(), "nothing before sees the suffix")
+  T.truthy(m8[{8, 7}]:item(), "the suffix is causal")
+  -- Changing the last suffix token leaves the earlier positions' logits alone.
+  local changed = t:apply(p, img, bv.tensor({{1, 2, 3, 9}}), mask_ar)
+  T.truthy(changed[{1, {1, 3}}]:allclose(logits[{1, {1, 3}}], 1e-5, 1e-6), "causal suffix")
+  -- Changing a prefix token changes the logits at the first prefix position (it sees it).
+  local pre = t:apply(p, img, bv.tensor({{1, 7, 3, 4}}), mask_ar)
+  T.truthy(not pre[{1, 1}]:allclose(logits[{1, 1}]), "bidirectional prefix")
+  T.raises(function() bv.models.build("proj.paligemma.paligemma", {image = {}}) end,
+           "unknown config key 'image'")
+end)
+
 T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
   T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")
