@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "models/vit.h"
 
 namespace bv::models {
 
@@ -155,8 +156,12 @@ void add_mlp(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64
   add_dense(out, p + "/Dense_1", {mlp, d}, {d}, Init::kXavierUniform, mlp, d, Init::kNormal, 1e-6);
 }
 
+EncoderConfig encoder_of(const ViTConfig& c) {
+  return {c.width, c.depth, c.mlp_dim, c.num_heads, c.dropout, c.scan};
+}
+
 // One encoder block's parameters under `prefix`.
-std::vector<ParamSpec> block_specs(const ViTConfig& c, const std::string& prefix) {
+std::vector<ParamSpec> block_specs(const EncoderConfig& c, const std::string& prefix) {
   std::vector<ParamSpec> out;
   add_layernorm(out, prefix + "/LayerNorm_0", c.width);
   add_layernorm(out, prefix + "/LayerNorm_1", c.width);
@@ -164,6 +169,35 @@ std::vector<ParamSpec> block_specs(const ViTConfig& c, const std::string& prefix
   add_mlp(out, prefix + "/MlpBlock_0", c.width, c.mlp_dim);
   return out;
 }
+
+}  // namespace
+
+void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c, const std::string& name) {
+  if (c.scan) {
+    // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
+    for (ParamSpec s : block_specs(c, name + "/encoderblock")) {
+      s.shape.insert(s.shape.begin(), c.depth);
+      out.push_back(s);
+    }
+  } else {
+    for (int64_t i = 0; i < c.depth; ++i) {
+      for (ParamSpec& s : block_specs(c, name + "/encoderblock_" + std::to_string(i))) {
+        out.push_back(s);
+      }
+    }
+  }
+  add_layernorm(out, name + "/encoder_norm", c.width);
+}
+
+void add_map_head_specs(std::vector<ParamSpec>& out, const EncoderConfig& c) {
+  out.push_back({"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0,
+                 c.width, c.width});
+  add_attention(out, "MAPHead_0/MultiHeadDotProductAttention_0", c.width, c.num_heads);
+  add_layernorm(out, "MAPHead_0/LayerNorm_0", c.width);
+  add_mlp(out, "MAPHead_0/MlpBlock_0", c.width, c.mlp_dim);
+}
+
+namespace {
 
 std::vector<ParamSpec> vit_param_specs(const json& cfg) {
   ViTConfig c = parse_config(cfg);
@@ -177,27 +211,8 @@ std::vector<ParamSpec> vit_param_specs(const json& cfg) {
                    1.0 / std::sqrt(static_cast<double>(c.width))});
   }
   if (c.pool_type == "tok") out.push_back({"cls", {1, 1, c.width}, at::kFloat, Init::kZeros});
-  if (c.scan) {
-    // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
-    for (ParamSpec s : block_specs(c, "Transformer/encoderblock")) {
-      s.shape.insert(s.shape.begin(), c.depth);
-      out.push_back(s);
-    }
-  } else {
-    for (int64_t i = 0; i < c.depth; ++i) {
-      for (ParamSpec& s : block_specs(c, "Transformer/encoderblock_" + std::to_string(i))) {
-        out.push_back(s);
-      }
-    }
-  }
-  add_layernorm(out, "Transformer/encoder_norm", c.width);
-  if (c.pool_type == "map") {
-    out.push_back({"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0,
-                   c.width, c.width});
-    add_attention(out, "MAPHead_0/MultiHeadDotProductAttention_0", c.width, c.num_heads);
-    add_layernorm(out, "MAPHead_0/LayerNorm_0", c.width);
-    add_mlp(out, "MAPHead_0/MlpBlock_0", c.width, c.mlp_dim);
-  }
+  add_encoder_specs(out, encoder_of(c), "Transformer");
+  if (c.pool_type == "map") add_map_head_specs(out, encoder_of(c));
   int64_t rep = c.width;
   if (c.rep_size) {
     add_dense(out, "pre_logits", {c.width, c.rep_size}, {c.rep_size}, Init::kLecunNormal,
@@ -229,11 +244,12 @@ at::Tensor sincos2d(int64_t h, int64_t w, int64_t width, double temperature = 1e
 // Reads layer i's parameter from either form of the tree (per layer or scanned).
 struct Layer {
   const Params& params;
-  const ViTConfig& c;
+  const EncoderConfig& c;
+  const std::string& encoder;
   int64_t i;
   at::Tensor operator()(const std::string& name) const {
-    if (c.scan) return param(params, "Transformer/encoderblock/" + name, "vit")[i];
-    return param(params, "Transformer/encoderblock_" + std::to_string(i) + "/" + name, "vit");
+    if (c.scan) return param(params, encoder + "/encoderblock/" + name, "vit")[i];
+    return param(params, encoder + "/encoderblock_" + std::to_string(i) + "/" + name, "vit");
   }
 };
 
@@ -266,6 +282,45 @@ at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
   if (train && dropout > 0) y = at::dropout(y, dropout, true);
   return at::matmul(y, p("Dense_1/kernel")) + p("Dense_1/bias");
 }
+
+}  // namespace
+
+at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const std::string& name,
+                           at::Tensor x, bool train, Output* out) {
+  for (int64_t i = 0; i < c.depth; ++i) {
+    Layer layer{params, c, name, i};
+    auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
+    auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
+    at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
+    y = attention(y, y, attn_p, c.num_heads);
+    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+    x = x + y;
+    y = layer_norm(x, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
+    y = mlp(y, mlp_p, c.dropout, train);
+    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+    x = x + y;
+    if (out) {
+      char key[32];
+      std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
+      out->aux.emplace_back(key, x);
+    }
+  }
+  return layer_norm(x, param(params, name + "/encoder_norm/scale", "vit"),
+                    param(params, name + "/encoder_norm/bias", "vit"));
+}
+
+at::Tensor map_head_forward(const Params& params, const EncoderConfig& c, const at::Tensor& x) {
+  auto head_p = [&](const std::string& s) { return param(params, "MAPHead_0/" + s, "vit"); };
+  auto attn_p = [&](const std::string& s) { return head_p("MultiHeadDotProductAttention_0/" + s); };
+  auto mlp_p = [&](const std::string& s) { return head_p("MlpBlock_0/" + s); };
+  at::Tensor probe = head_p("probe").expand({x.size(0), 1, c.width});
+  at::Tensor h = attention(probe, x, attn_p, c.num_heads);
+  at::Tensor y = layer_norm(h, head_p("LayerNorm_0/scale"), head_p("LayerNorm_0/bias"));
+  h = h + mlp(y, mlp_p, 0, false);
+  return h.select(1, 0);
+}
+
+namespace {
 
 Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
                  bool train) {
@@ -302,23 +357,7 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   if (c.pool_type == "tok") x = at::cat({P("cls").expand({n, 1, c.width}), x}, 1);
   if (train && c.dropout > 0) x = at::dropout(x, c.dropout, true);
 
-  for (int64_t i = 0; i < c.depth; ++i) {
-    Layer layer{params, c, i};
-    auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
-    auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
-    at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
-    y = attention(y, y, attn_p, c.num_heads);
-    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-    x = x + y;
-    y = layer_norm(x, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
-    y = mlp(y, mlp_p, c.dropout, train);
-    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-    x = x + y;
-    char key[32];
-    std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
-    out.aux.emplace_back(key, x);
-  }
-  x = layer_norm(x, P("Transformer/encoder_norm/scale"), P("Transformer/encoder_norm/bias"));
+  x = encoder_forward(params, encoder_of(c), "Transformer", x, train, &out);
   out.aux.emplace_back("encoded", x);
 
   at::Tensor pooled;
@@ -327,14 +366,7 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   } else if (c.pool_type == "tok" || c.pool_type == "0") {
     pooled = x.select(1, 0);
   } else if (c.pool_type == "map") {
-    auto head_p = [&](const std::string& s) { return P("MAPHead_0/" + s); };
-    auto attn_p = [&](const std::string& s) { return head_p("MultiHeadDotProductAttention_0/" + s); };
-    auto mlp_p = [&](const std::string& s) { return head_p("MlpBlock_0/" + s); };
-    at::Tensor probe = head_p("probe").expand({n, 1, c.width});
-    at::Tensor h = attention(probe, x, attn_p, c.num_heads);
-    at::Tensor y = layer_norm(h, head_p("LayerNorm_0/scale"), head_p("LayerNorm_0/bias"));
-    h = h + mlp(y, mlp_p, 0, false);
-    pooled = h.select(1, 0);
+    pooled = map_head_forward(params, encoder_of(c), x);
   } else {  // none: keep the sequence
     pooled = x;
   }
