@@ -17,6 +17,9 @@ setmetatable(bv, {
   end,
 })
 
+-- Python's None where a Lua nil can't stand (inside lists: out_dim = {bv.null, 768}).
+bv.null = require("bv.literal").null
+
 -- Tensors with at most this many elements print their values; larger ones print a summary.
 bv.print_threshold = 1000
 

@@ -14,10 +14,13 @@ const ModelApi& vit_api();  // vit.cpp
 const ModelApi& bit_api();  // bit.cpp
 const ModelApi& gemma_api();  // gemma.cpp
 const ModelApi& paligemma_api();  // paligemma.cpp
+const ModelApi& text_transformer_api();  // text_transformer.cpp
+const ModelApi& two_towers_api();  // two_towers.cpp
 
 namespace {
 
-std::vector<const ModelApi*> all_models() { return {&vit_api(), &bit_api(), &gemma_api(), &paligemma_api()}; }
+std::vector<const ModelApi*> all_models() { return {&vit_api(),        &bit_api(),        &gemma_api(),
+          &paligemma_api(),  &text_transformer_api(), &two_towers_api()}; }
 
 }  // namespace
 

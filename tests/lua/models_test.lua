@@ -198,6 +198,37 @@ T.test("PaliGemma: 3B count and shapes, the prefix-LM mask", function()
            "unknown config key 'image'")
 end)
 
+T.test("SigLIP two towers: tree, init, logits", function()
+  local cfg = {image = {variant = "B/16", pool_type = "map"}, text = {variant = "B", vocab_size = 32000},
+               out_dim = {bv.null, 768}, temperature_init = 10, bias_init = -10}
+  local m = bv.models.build("proj.image_text.two_towers", cfg)
+  local s = shapes(m)
+  T.eq(s["img/head/kernel"], nil)                 -- out_dim None: no image head
+  T.eq(s["txt/head/kernel"], {768, 768})
+  T.eq(s["txt/Embed_0/embedding"], {32000, 768})
+  T.eq(s["txt/pos_embedding"], {1, 64, 768})
+  T.eq(s["txt/Encoder_0/encoderblock_11/MlpBlock_0/Dense_1/kernel"], {3072, 768})
+  T.eq(s.t, {1}); T.eq(s.b, {1})
+  local img = bv.models.build("vit", {variant = "B/16", pool_type = "map"})
+  local txt = bv.models.build("proj.image_text.text_transformer", {variant = "B", vocab_size = 32000,
+                                                                   num_classes = 768})
+  T.eq(m:param_count(), img:param_count() + txt:param_count() + 2)
+  local tiny = bv.models.build("proj.image_text.two_towers", {image = {variant = "mu/4", image_size = 8},
+    text = {variant = "mu", vocab_size = 20, text_len = 5}, out_dim = 6, temperature_init = 10, bias_init = -10})
+  local p = tiny:init(0)
+  T.near(p.t:item(), math.log(10), 1e-6); T.eq(p.b:item(), -10.0)
+  p["img/head/kernel"] = bv.randn({32, 6}, bv.rng(1))
+  local images = bv.randn({3, 8, 8, 3}, bv.rng(2))
+  local texts = bv.tensor({{1, 2, 3, 4, 1}, {2, 3, 4, 5, 1}, {5, 5, 5, 5, 1}, {1, 1, 1, 1, 1}})
+  local logits, out = tiny:apply(p, images, texts)
+  T.eq(logits:shape(), {3, 4})
+  T.near(out.zimg[2]:norm():item(), 1.0, 1e-5)
+  local want = out.zimg:matmul(out.ztxt:transpose(1, 2)) * 10 - 10
+  T.truthy(logits:allclose(want, 1e-5, 1e-5), "zimg @ ztxt^T * exp(t) + b")
+  T.raises(function() bv.models.build("proj.image_text.two_towers", {text_model = "bert"}) end,
+           "only text_model='proj.image_text.text_transformer'")
+end)
+
 T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
   T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")

@@ -1,0 +1,139 @@
+// proj.image_text.text_transformer: big_vision's text encoder for SigLIP/LiT
+// (models/proj/image_text/text_transformer.py): token embedding (Embed_0) + a learned position
+// embedding + ViT's encoder (named Encoder_0 here) + pooling (last, first, gap, max, map) + head.
+// `text_len` (default 64) sizes the position embedding; big_vision reads it from the first batch.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "models/vit.h"
+
+namespace bv::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct TextConfig {
+  EncoderConfig enc{512, 12, 2048, 8, 0.0, false};
+  int64_t num_classes = 0, vocab_size = 32000, text_len = 64;
+  std::string pool_type = "last";
+};
+
+// big_vision's ViT variant table, for `variant` ("B", "So400m", ...).
+bool apply_variant(const std::string& v, EncoderConfig* e) {
+  struct V { const char* name; int64_t width, depth, mlp, heads; };
+  static const V table[] = {
+      {"mu", 32, 1, 128, 2},         {"Ti", 192, 12, 768, 3},   {"S", 384, 12, 1536, 6},
+      {"M", 512, 12, 2048, 8},       {"B", 768, 12, 3072, 12},  {"L", 1024, 24, 4096, 16},
+      {"So400m", 1152, 27, 4304, 16}, {"H", 1280, 32, 5120, 16}, {"g", 1408, 40, 6144, 16},
+      {"G", 1664, 48, 8192, 16},
+  };
+  for (const V& t : table) {
+    if (v == t.name) {
+      e->width = t.width, e->depth = t.depth, e->mlp_dim = t.mlp, e->num_heads = t.heads;
+      return true;
+    }
+  }
+  return false;
+}
+
+TextConfig parse_config(const json& cfg) {
+  BV_CHECK(cfg.is_object(), "text_transformer: the model config must be a table");
+  static const std::set<std::string> known = {"variant", "num_classes", "width", "depth", "mlp_dim",
+      "num_heads", "dropout", "vocab_size", "pool_type", "scan", "remat_policy", "text_len"};
+  for (const auto& [key, v] : cfg.items()) {
+    BV_CHECK(known.count(key), "text_transformer: unknown config key '", key, "'");
+  }
+  TextConfig c;
+  if (cfg.contains("variant") && !cfg["variant"].is_null()) {
+    std::string v = cfg["variant"].get<std::string>();
+    BV_CHECK(apply_variant(v.substr(0, v.find('/')), &c.enc), "text_transformer: unknown variant '", v, "'");
+  }
+  auto get_int = [&](const char* key, int64_t* out) {
+    if (cfg.contains(key) && !cfg[key].is_null()) {
+      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0, "text_transformer: '",
+               key, "' must be a positive integer");
+      *out = cfg[key].get<int64_t>();
+    }
+  };
+  get_int("num_classes", &c.num_classes);
+  get_int("width", &c.enc.width);
+  get_int("depth", &c.enc.depth);
+  get_int("mlp_dim", &c.enc.mlp_dim);
+  get_int("num_heads", &c.enc.num_heads);
+  get_int("vocab_size", &c.vocab_size);
+  get_int("text_len", &c.text_len);
+  if (cfg.contains("dropout")) c.enc.dropout = cfg["dropout"].get<double>();
+  if (cfg.contains("scan")) c.enc.scan = cfg["scan"].get<bool>();
+  if (cfg.contains("pool_type")) c.pool_type = cfg["pool_type"].get<std::string>();
+  static const std::set<std::string> pools = {"last", "first", "mean", "gap", "max", "gmp", "map"};
+  BV_CHECK(pools.count(c.pool_type), "text_transformer: unknown pool_type '", c.pool_type, "'");
+  return c;
+}
+
+std::vector<ParamSpec> text_param_specs(const json& cfg) {
+  TextConfig c = parse_config(cfg);
+  int64_t d = c.enc.width;
+  std::vector<ParamSpec> out;
+  // flax nn.Embed: variance_scaling(1, fan_in, normal) whose fan_in works out to the width.
+  out.push_back({"Embed_0/embedding", {c.vocab_size, d}, at::kFloat, Init::kNormal,
+                 1.0 / std::sqrt(static_cast<double>(d))});
+  out.push_back({"pos_embedding", {1, c.text_len, d}, at::kFloat, Init::kNormal,
+                 1.0 / std::sqrt(static_cast<double>(d))});
+  add_encoder_specs(out, c.enc, "Encoder_0");
+  if (c.pool_type == "map") add_map_head_specs(out, c.enc);
+  if (c.num_classes) {
+    out.push_back({"head/kernel", {d, c.num_classes}, at::kFloat, Init::kLecunNormal, 0, d, c.num_classes});
+    out.push_back({"head/bias", {c.num_classes}, at::kFloat, Init::kZeros});
+  }
+  return out;
+}
+
+Output text_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
+                  bool train) {
+  TextConfig c = parse_config(cfg);
+  BV_CHECK(inputs.size() == 1, "text_transformer: expected one input (tokens)");
+  const at::Tensor& text = inputs[0];
+  BV_CHECK(text.dim() == 2 && !at::isFloatingType(text.scalar_type()),
+           "text_transformer: tokens must be an integer [batch, length] tensor");
+  auto P = [&](const std::string& name) { return param(params, name, "text_transformer"); };
+  Output out;
+  const at::Tensor& table = P("Embed_0/embedding");
+  at::Tensor x = at::embedding(table, text.to(at::kLong));
+  const at::Tensor& pe = P("pos_embedding");
+  BV_CHECK(pe.size(1) == text.size(1), "text_transformer: pos_embedding has ", pe.size(1),
+           " positions but the text has ", text.size(1), " tokens (set model.text_len)");
+  x = encoder_forward(params, c.enc, "Encoder_0", x + pe, train, &out);
+  out.aux.emplace_back("transformed", x);
+  at::Tensor pooled;
+  if (c.pool_type == "last") pooled = x.select(1, -1);
+  else if (c.pool_type == "first") pooled = x.select(1, 0);
+  else if (c.pool_type == "mean" || c.pool_type == "gap") pooled = x.mean(1);
+  else if (c.pool_type == "max" || c.pool_type == "gmp") pooled = std::get<0>(x.max(1));
+  else pooled = map_head_forward(params, c.enc, x);
+  out.aux.emplace_back("pre_logits", pooled);
+  if (c.num_classes) {
+    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    out.aux.emplace_back("logits", pooled);
+  }
+  out.out = pooled;
+  return out;
+}
+
+}  // namespace
+
+const ModelApi& text_transformer_api() {
+  static const ModelApi api = {
+      "proj.image_text.text_transformer",
+      "proj.image_text.text_transformer(variant='B', vocab_size=32000, pool_type='last', "
+      "num_classes=None, text_len=64): the SigLIP/LiT text encoder",
+      text_param_specs, nullptr, text_apply};
+  return api;
+}
+
+}  // namespace bv::models

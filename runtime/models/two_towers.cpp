@@ -1,0 +1,124 @@
+// proj.image_text.two_towers: big_vision's SigLIP/LiT model
+// (models/proj/image_text/two_towers.py): an image tower `img` (vit) and a text tower `txt`
+// (text_transformer), each embedding L2-normalised, plus the temperature `t` (stored as its log)
+// and, for SigLIP, the bias `b`. apply(images, texts) returns the pairwise logits
+// zimg @ ztxt^T * exp(t) + b, with zimg, ztxt and t in the out table.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+const ModelApi& vit_api();               // vit.cpp
+const ModelApi& text_transformer_api();  // text_transformer.cpp
+
+namespace {
+
+using json = nlohmann::json;
+
+struct TowersConfig {
+  json img, txt;
+  double temperature_init = 1.0;
+  bool has_bias = false;
+  double bias_init = 0;
+};
+
+TowersConfig parse_config(const json& cfg) {
+  BV_CHECK(cfg.is_object(), "two_towers: the model config must be a table");
+  static const std::set<std::string> known = {"image", "text", "image_model", "text_model",
+                                              "out_dim", "temperature_init", "bias_init"};
+  for (const auto& [key, v] : cfg.items()) {
+    BV_CHECK(known.count(key), "two_towers: unknown config key '", key, "'");
+  }
+  for (const char* key : {"image_model", "text_model"}) {
+    if (cfg.contains(key)) {
+      std::string want = std::string(key) == "image_model" ? "vit" : "proj.image_text.text_transformer";
+      BV_CHECK(cfg[key] == want, "two_towers: only ", key, "='", want, "' is built, got ", cfg[key].dump());
+    }
+  }
+  TowersConfig c;
+  c.img = cfg.contains("image") ? cfg["image"] : json::object();
+  c.txt = cfg.contains("text") ? cfg["text"] : json::object();
+  // out_dim: an int for both towers or (img, txt); null means no head on that tower.
+  json out_dim = cfg.contains("out_dim") ? cfg["out_dim"] : json(128);
+  json dims = out_dim.is_array() ? out_dim : json::array({out_dim, out_dim});
+  BV_CHECK(dims.size() == 2, "two_towers: out_dim must be an int or (img, txt)");
+  c.img["num_classes"] = dims[0];
+  c.txt["num_classes"] = dims[1];
+  if (cfg.contains("temperature_init")) c.temperature_init = cfg["temperature_init"].get<double>();
+  if (cfg.contains("bias_init") && !cfg["bias_init"].is_null()) {
+    c.has_bias = true;
+    c.bias_init = cfg["bias_init"].get<double>();
+  }
+  return c;
+}
+
+std::vector<ParamSpec> towers_param_specs(const json& cfg) {
+  TowersConfig c = parse_config(cfg);
+  std::vector<ParamSpec> out;
+  for (ParamSpec s : vit_api().param_specs(c.img)) {
+    s.name = "img/" + s.name;
+    out.push_back(s);
+  }
+  for (ParamSpec s : text_transformer_api().param_specs(c.txt)) {
+    s.name = "txt/" + s.name;
+    out.push_back(s);
+  }
+  out.push_back({"t", {1}, at::kFloat, Init::kFixed});
+  if (c.has_bias) out.push_back({"b", {1}, at::kFloat, Init::kFixed});
+  return out;
+}
+
+void towers_init_fixed(const json& cfg, Params& params) {
+  TowersConfig c = parse_config(cfg);
+  params["t"].fill_(std::log(c.temperature_init));
+  if (c.has_bias) params["b"].fill_(c.bias_init);
+}
+
+Params subtree(const Params& params, const std::string& prefix) {
+  Params out;
+  for (const auto& [name, t] : params) {
+    if (name.compare(0, prefix.size(), prefix) == 0) out[name.substr(prefix.size())] = t;
+  }
+  return out;
+}
+
+at::Tensor l2_normalize(const at::Tensor& z) {
+  return z / (z.norm(2, {-1}, /*keepdim=*/true) + 1e-8);
+}
+
+Output towers_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
+                    bool train) {
+  TowersConfig c = parse_config(cfg);
+  BV_CHECK(inputs.size() == 2, "two_towers: inputs are images and texts");
+  Output out;
+  at::Tensor zimg = l2_normalize(vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train).out);
+  at::Tensor ztxt = l2_normalize(
+      text_transformer_api().apply(c.txt, subtree(params, "txt/"), {inputs[1]}, train).out);
+  at::Tensor t = param(params, "t", "two_towers").exp();
+  at::Tensor logits = at::matmul(zimg, ztxt.t()) * t;
+  if (c.has_bias) logits = logits + param(params, "b", "two_towers");
+  out.aux.emplace_back("zimg", zimg);
+  out.aux.emplace_back("ztxt", ztxt);
+  out.aux.emplace_back("t", t);
+  out.out = logits;
+  return out;
+}
+
+}  // namespace
+
+const ModelApi& two_towers_api() {
+  static const ModelApi api = {
+      "proj.image_text.two_towers",
+      "proj.image_text.two_towers(image={...}, text={...}, out_dim=128, temperature_init=1.0, "
+      "bias_init=None): SigLIP/LiT image and text towers with a learned temperature (and bias)",
+      towers_param_specs, towers_init_fixed, towers_apply};
+  return api;
+}
+
+}  // namespace bv::models
