@@ -162,7 +162,7 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   at::Tensor pooled = x.mean({2, 3});
   out.aux.emplace_back("pre_logits", pooled);
   if (c.num_classes) {
-    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    pooled = dense(params, "head", pooled, "bit");
     out.aux.emplace_back("logits", pooled);
   }
   out.out = pooled;

@@ -58,4 +58,11 @@ at::Tensor resample_posemb(const at::Tensor& posemb, int64_t new_tokens);
 // The parameter, or a bv::Error naming it and the model.
 const at::Tensor& param(const Params& params, const std::string& name, const char* model);
 
+// x @ `name`/kernel + `name`/bias: a flax Dense layer.
+at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
+                 const char* model);
+
+// The parameters under `prefix` ("img/"), with the prefix taken off: a sub-model's own tree.
+Params subtree(const Params& params, const std::string& prefix);
+
 }  // namespace bv::models

@@ -63,14 +63,6 @@ std::vector<ParamSpec> paligemma_param_specs(const json& cfg) {
   return out;
 }
 
-Params subtree(const Params& params, const std::string& prefix) {
-  Params out;
-  for (const auto& [name, t] : params) {
-    if (name.compare(0, prefix.size(), prefix) == 0) out[name.substr(prefix.size())] = t;
-  }
-  return out;
-}
-
 // big_vision's make_attn_mask: c = cumsum(mask_ar); token i sees j when c[j] <= c[i] (and both
 // are real tokens). Image, prefix and separator (mask_ar 0) see each other; the suffix is causal.
 at::Tensor prefix_lm_mask(const at::Tensor& input_mask, const at::Tensor& mask_ar) {

@@ -81,4 +81,17 @@ const at::Tensor& param(const Params& params, const std::string& name, const cha
   return it->second;
 }
 
+at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
+                 const char* model) {
+  return at::matmul(x, param(params, name + "/kernel", model)) + param(params, name + "/bias", model);
+}
+
+Params subtree(const Params& params, const std::string& prefix) {
+  Params out;
+  for (const auto& [name, t] : params) {
+    if (name.compare(0, prefix.size(), prefix) == 0) out[name.substr(prefix.size())] = t;
+  }
+  return out;
+}
+
 }  // namespace bv::models

@@ -118,7 +118,7 @@ Output text_apply(const json& cfg, const Params& params, const std::vector<at::T
   else pooled = map_head_forward(params, c.enc, x);
   out.aux.emplace_back("pre_logits", pooled);
   if (c.num_classes) {
-    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    pooled = dense(params, "head", pooled, "text_transformer");
     out.aux.emplace_back("logits", pooled);
   }
   out.out = pooled;

@@ -80,14 +80,6 @@ void towers_init_fixed(const json& cfg, Params& params) {
   if (c.has_bias) params["b"].fill_(c.bias_init);
 }
 
-Params subtree(const Params& params, const std::string& prefix) {
-  Params out;
-  for (const auto& [name, t] : params) {
-    if (name.compare(0, prefix.size(), prefix) == 0) out[name.substr(prefix.size())] = t;
-  }
-  return out;
-}
-
 at::Tensor l2_normalize(const at::Tensor& z) {
   return z / (z.norm(2, {-1}, /*keepdim=*/true) + 1e-8);
 }

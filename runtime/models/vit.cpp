@@ -300,7 +300,7 @@ at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const s
     if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
     x = x + y;
     if (out) {
-      char key[32];
+      char key[48];  // "encoder/block" + up to 20 digits
       std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
       out->aux.emplace_back(key, x);
     }
@@ -372,11 +372,11 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   }
   out.aux.emplace_back("head_input", pooled);
   if (c.rep_size) {
-    pooled = at::tanh(at::matmul(pooled, P("pre_logits/kernel")) + P("pre_logits/bias"));
+    pooled = at::tanh(dense(params, "pre_logits", pooled, "vit"));
     out.aux.emplace_back("pre_logits", pooled);
   }
   if (c.num_classes) {
-    pooled = at::matmul(pooled, P("head/kernel")) + P("head/bias");
+    pooled = dense(params, "head", pooled, "vit");
     out.aux.emplace_back("logits", pooled);
   }
   out.out = pooled;
