@@ -3,6 +3,7 @@
 #include <new>
 
 #include "lua_util.h"
+#include "tensor.h"
 
 namespace bv::lua {
 
@@ -52,6 +53,18 @@ int rng_split(lua_State* L) {
   return 1;
 }
 
+// rng:state() -> uint8 tensor; rng:set_state(t) puts a saved stream back exactly.
+int rng_state(lua_State* L) {
+  push_tensor(L, check_rng(L, 1).state());
+  return 1;
+}
+
+int rng_set_state(lua_State* L) {
+  check_rng(L, 1).set_state(check_tensor(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
 int rng_gc(lua_State* L) {
   static_cast<Rng*>(luaL_checkudata(L, 1, kRngMeta))->~Rng();
   return 0;
@@ -77,7 +90,8 @@ Rng* test_rng(lua_State* L, int arg) { return static_cast<Rng*>(luaL_testudata(L
 void open_rng(lua_State* L) {
   static const luaL_Reg methods[] = {
       BV_FN("uniform", rng_uniform), BV_FN("normal", rng_normal), BV_FN("integer", rng_integer),
-      BV_FN("split", rng_split),     {nullptr, nullptr},
+      BV_FN("split", rng_split),     BV_FN("state", rng_state),
+      BV_FN("set_state", rng_set_state), {nullptr, nullptr},
   };
   luaL_newmetatable(L, kRngMeta);
   luaL_newlib(L, methods);

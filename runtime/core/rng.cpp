@@ -1,5 +1,6 @@
 #include "core/rng.h"
 
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -45,5 +46,15 @@ int64_t Rng::integer(int64_t lo, int64_t hi) {
 }
 
 Rng Rng::split() { return Rng(next_u64()); }
+
+at::Tensor Rng::state() {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void Rng::set_state(const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
 
 }  // namespace bv

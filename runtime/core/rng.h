@@ -21,6 +21,10 @@ struct Rng {
   int64_t integer(int64_t lo, int64_t hi);     // inclusive on both ends, as Lua's math.random
   // A new stream seeded from this one: for handing out per-example streams.
   Rng split();
+
+  // The whole generator state as a uint8 tensor, for checkpoints; set_state restores it exactly.
+  at::Tensor state();
+  void set_state(const at::Tensor& state);
 };
 
 }  // namespace bv

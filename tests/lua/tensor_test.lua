@@ -223,6 +223,17 @@ T.test("rng streams are seeded and independent of global state", function()
   T.raises(function() r:integer(5, 1) end, "empty interval")
 end)
 
+T.test("an rng's state can be saved and restored exactly (for checkpoints)", function()
+  local r = bv.rng(11)
+  r:uniform()
+  local saved = r:state()
+  T.eq(saved:dtype(), "uint8")
+  local want = {r:uniform(), r:normal(), r:integer(1, 100), bv.rand({3}, r):totable()}
+  local other = bv.rng(0):set_state(saved)
+  T.eq({other:uniform(), other:normal(), other:integer(1, 100), bv.rand({3}, other):totable()}, want)
+  T.raises(function() r:set_state(bv.zeros({3}, "uint8")) end)
+end)
+
 -- Golden values: the stream for a seed must not change between runs or releases.
 T.test("rng golden values", function()
   local r = bv.rng(0)
