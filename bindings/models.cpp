@@ -5,12 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor_util.h"
 #include "lua_util.h"
+#include "models/gemma.h"
 #include "models/model.h"
 #include "tensor.h"
 
@@ -112,6 +115,60 @@ int models_resample_posemb(lua_State* L) {
   return 1;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Gemma decoding with a KV cache
+
+constexpr const char* kCacheMeta = "bv.KVCache";
+using CachePtr = std::shared_ptr<models::gemma::Cache>;
+
+CachePtr& check_cache(lua_State* L, int arg) {
+  return *static_cast<CachePtr*>(luaL_checkudata(L, arg, kCacheMeta));
+}
+
+int cache_length(lua_State* L) {
+  lua_pushinteger(L, check_cache(L, 1)->length);
+  return 1;
+}
+
+int cache_gc(lua_State* L) {
+  static_cast<CachePtr*>(luaL_checkudata(L, 1, kCacheMeta))->~CachePtr();
+  return 0;
+}
+
+// bv._models.gemma_prefill(cfg_json, params, tokens [B, T], max_len [, input_mask [B, T]])
+//   -> logits [B, T, V], cache
+int models_gemma_prefill(lua_State* L) {
+  nlohmann::json cfg = check_config(L, 1);
+  models::Params params = check_params(L, 2);
+  at::Tensor tokens = check_tensor(L, 3);
+  int64_t max_len = check_int(L, 4);
+  if (tokens.dim() != 2) raise(L, "prefill: tokens must be [batch, length]");
+  int64_t B = tokens.size(0), T = tokens.size(1);
+  at::Tensor input_mask = lua_isnoneornil(L, 5) ? at::ones({B, T}, at::kBool) : check_tensor(L, 5);
+  auto cache = std::make_shared<models::gemma::Cache>();
+  at::Tensor causal = at::ones({T, T}, at::kBool).tril().expand({B, T, T});
+  at::Tensor x = models::gemma::embed(cfg, params, tokens);
+  at::Tensor pre = models::gemma::prefill(cfg, params, x, causal, input_mask, max_len, cache.get());
+  push_tensor(L, models::gemma::logits(params, pre));
+  void* p = lua_newuserdatauv(L, sizeof(CachePtr), 0);
+  new (p) CachePtr(std::move(cache));
+  luaL_setmetatable(L, kCacheMeta);
+  return 2;
+}
+
+// bv._models.gemma_extend(cfg_json, params, cache, tokens [B]) -> logits [B, V]
+int models_gemma_extend(lua_State* L) {
+  nlohmann::json cfg = check_config(L, 1);
+  models::Params params = check_params(L, 2);
+  CachePtr& cache = check_cache(L, 3);
+  at::Tensor tokens = check_tensor(L, 4);
+  if (tokens.dim() != 1) raise(L, "extend: tokens must be [batch], one per row");
+  at::Tensor x = models::gemma::embed(cfg, params, tokens.unsqueeze(1));
+  at::Tensor pre = models::gemma::extend(cfg, params, x, cache.get());
+  push_tensor(L, models::gemma::logits(params, pre).squeeze(1));
+  return 1;
+}
+
 int models_names(lua_State* L) {
   auto names = models::model_names();
   lua_createtable(L, static_cast<int>(names.size()), 0);
@@ -134,8 +191,17 @@ void open_models(lua_State* L) {
       BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
       BV_FN("apply", models_apply),             BV_FN("names", models_names),
       BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
+      BV_FN("gemma_prefill", models_gemma_prefill), BV_FN("gemma_extend", models_gemma_extend),
       {nullptr, nullptr},
   };
+  static const luaL_Reg cache_methods[] = {BV_FN("length", cache_length), {nullptr, nullptr}};
+  luaL_newmetatable(L, kCacheMeta);
+  lua_newtable(L);
+  luaL_setfuncs(L, cache_methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, cache_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);
   lua_setfield(L, -2, "_models");

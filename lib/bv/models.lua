@@ -54,6 +54,22 @@ function Model:apply(params, ...)
                           table.unpack(args, 1, args.n))
 end
 
+-- Decoding with a KV cache (Gemma): prefill runs the prompt once and keeps every layer's keys
+-- and values; extend then costs one token per row.
+--   local logits, cache = m:prefill(params, tokens, {max_len = 64, input_mask = mask})
+--   local next_logits = m:extend(params, cache, next_tokens)   -- next_tokens [B] -> [B, vocab]
+function Model:prefill(params, tokens, opts)
+  if self.name ~= "ppp.gemma" then error("prefill: only ppp.gemma decodes with a cache", 2) end
+  opts = opts or {}
+  return bv._models.gemma_prefill(self.cfg_json, params, tokens, opts.max_len or tokens:size(2) + 32,
+                                  opts.input_mask)
+end
+
+function Model:extend(params, cache, tokens)
+  if self.name ~= "ppp.gemma" then error("extend: only ppp.gemma decodes with a cache", 2) end
+  return bv._models.gemma_extend(self.cfg_json, params, cache, tokens)
+end
+
 -- ---------------------------------------------------------------------------------------------
 -- model_init: starting from a checkpoint, as big_vision's load functions do.
 

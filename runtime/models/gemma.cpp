@@ -158,9 +158,10 @@ struct LayerParams {
   }
 };
 
-// x [B, T, D], mask [B, T, S] bool -> [B, T, D]
+// x [B, T, D], mask [B, T, S] bool -> [B, T, D]. With a cache, this call's keys and values are
+// written into its slots [length, length + T) and the queries attend over slots [0, length + T).
 at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& mask,
-                     const LayerParams& p, const GemmaConfig& c) {
+                     const LayerParams& p, const GemmaConfig& c, gemma::Cache* cache) {
   int64_t B = x.size(0), T = x.size(1), N = c.num_heads, K = c.num_kv_heads, H = c.head_dim;
   at::Tensor q, k, v;
   if (p.has("attn/qkv_einsum/w")) {
@@ -176,6 +177,15 @@ at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at:
   }
   q = rope(q, positions) * (1.0 / std::sqrt(static_cast<double>(H)));
   k = rope(k, positions);
+  if (cache) {
+    int64_t start = cache->length;
+    BV_CHECK(start + T <= cache->k[p.i].size(1), "gemma: the KV cache holds ",
+             cache->k[p.i].size(1), " tokens; ", start + T, " do not fit (raise max_len)");
+    cache->k[p.i].narrow(1, start, T).copy_(k);
+    cache->v[p.i].narrow(1, start, T).copy_(v);
+    k = cache->k[p.i].narrow(1, 0, start + T);
+    v = cache->v[p.i].narrow(1, 0, start + T);
+  }
   // Grouped heads: query head n = kv head (n / G), as big_vision's (K, G) reshape with K outer.
   int64_t G = N / K;
   at::Tensor qg = q.view({B, T, K, G, H});
@@ -232,17 +242,56 @@ at::Tensor embed(const json& cfg, const Params& params, const at::Tensor& tokens
 }
 
 at::Tensor stack(const json& cfg, const Params& params, at::Tensor x, const at::Tensor& mask,
-                 const at::Tensor& positions) {
+                 const at::Tensor& positions, Cache* cache) {
   GemmaConfig c = parse_config(cfg);
-  int64_t B = x.size(0), T = x.size(1);
-  BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == T,
-           "gemma: mask must be [batch, length, length]");
+  int64_t B = x.size(0), T = x.size(1), S = T + (cache ? cache->length : 0);
+  BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == S,
+           "gemma: mask must be [batch, length, ", S, "]");
   for (int64_t i = 0; i < c.depth; ++i) {
     LayerParams p{params, c, i};
-    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c);
+    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c,
+                                 cache);
     x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
   }
+  if (cache) cache->length += T;
   return rms_norm(x, param(params, "final_norm/scale", "gemma"));
+}
+
+at::Tensor prefill(const json& cfg, const Params& params, const at::Tensor& x,
+                   const at::Tensor& mask, const at::Tensor& input_mask, int64_t max_len,
+                   Cache* cache) {
+  GemmaConfig c = parse_config(cfg);
+  int64_t B = x.size(0), T = x.size(1);
+  BV_CHECK(max_len >= T, "gemma: max_len ", max_len, " is shorter than the prompt (", T, ")");
+  BV_CHECK(input_mask.dim() == 2 && input_mask.size(0) == B && input_mask.size(1) == T,
+           "gemma: input_mask must be [batch, length]");
+  cache->k.clear();
+  cache->v.clear();
+  for (int64_t i = 0; i < c.depth; ++i) {
+    cache->k.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, x.options()));
+    cache->v.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, x.options()));
+  }
+  cache->length = 0;
+  cache->key_mask = at::zeros({B, max_len}, at::kBool);
+  at::Tensor real = input_mask.to(at::kBool);
+  cache->key_mask.narrow(1, 0, T).copy_(real);
+  // Padding takes no position: the next real token continues where the real ones stopped.
+  at::Tensor positions = (real.to(at::kLong).cumsum(1) - 1).clamp_min(0);
+  cache->next_position = real.to(at::kLong).sum(1);
+  return stack(cfg, params, x, mask.logical_and(real.unsqueeze(1)), positions, cache);
+}
+
+at::Tensor extend(const json& cfg, const Params& params, const at::Tensor& x, Cache* cache) {
+  BV_CHECK(!cache->k.empty(), "gemma: extend needs a cache made by prefill");
+  BV_CHECK(x.dim() == 3 && x.size(1) == 1, "gemma: extend takes one token per row, [batch, 1, D]");
+  int64_t B = x.size(0), S = cache->length + 1;
+  BV_CHECK(S <= cache->key_mask.size(1), "gemma: the KV cache holds ", cache->key_mask.size(1),
+           " tokens; ", S, " do not fit (raise max_len)");
+  cache->key_mask.select(1, cache->length).fill_(true);
+  at::Tensor mask = cache->key_mask.narrow(1, 0, S).view({B, 1, S});
+  at::Tensor positions = cache->next_position.view({B, 1}).clone();
+  cache->next_position += 1;
+  return stack(cfg, params, x, mask, positions, cache);
 }
 
 at::Tensor logits(const Params& params, const at::Tensor& pre_logits) {

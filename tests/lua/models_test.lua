@@ -168,6 +168,31 @@ T.test("Gemma: 2B count and shapes, tiny forward, scan and per-layer forms", fun
   T.raises(function() t:apply(p, bv.zeros({2, 4})) end, "tokens must be an integer")
 end)
 
+T.test("Gemma decoding with the KV cache gives the full forward pass's logits", function()
+  local cfg = {width = 32, depth = 2, mlp_dim = 48, num_heads = 4, num_kv_heads = 2, head_dim = 8,
+               vocab_size = 30}
+  local m = bv.models.build("ppp.gemma", cfg)
+  local p = m:init(4)
+  for name, t in pairs(p) do p[name] = bv.randn(t:shape(), bv.rng(#name)) * 0.3 end
+  local seq = bv.tensor({{3, 7, 1, 9, 4, 11, 2}, {5, 5, 8, 2, 6, 1, 0}})
+  local full = m:apply(p, seq)                        -- [2, 7, 30]
+  local logits, cache = m:prefill(p, seq[{{}, {1, 3}}], {max_len = 8})
+  T.truthy(logits:allclose(full[{{}, {1, 3}}], 1e-5, 1e-5), "prefill == the first 3 positions")
+  for t = 4, 7 do
+    local step = m:extend(p, cache, seq[{{}, t}])
+    T.truthy(step:allclose(full[{{}, t}], 1e-4, 1e-5), "extend == position " .. t)
+  end
+  T.eq(cache:length(), 7)
+  T.raises(function() m:extend(p, cache, bv.tensor({1, 2})); m:extend(p, cache, bv.tensor({1, 2})) end,
+           "raise max_len")
+  -- left padding: a padded row decodes like the same row without padding
+  local padded, pcache = m:prefill(p, bv.tensor({{0, 0, 3, 7, 1}}), {max_len = 8,
+    input_mask = bv.tensor({{false, false, true, true, true}})})
+  T.truthy(padded[{1, 5}]:allclose(full[{1, 3}], 1e-4, 1e-5), "padding takes no position")
+  T.truthy(m:extend(p, pcache, bv.tensor({9})):allclose(full[{{1}, 4}], 1e-4, 1e-5), "then extend")
+  T.raises(function() bv.models.build("vit", {}):prefill({}, seq) end, "only ppp.gemma")
+end)
+
 T.test("PaliGemma: 3B count and shapes, the prefix-LM mask", function()
   local m = bv.models.build("proj.paligemma.paligemma", {})
   T.eq(m:param_count(), 2923335408)  -- PaliGemma-3B as published
