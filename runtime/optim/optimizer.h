@@ -1,0 +1,75 @@
+// big_vision's optimizer (big_vision/optax.py `make`): per-parameter schedules matched by regex
+// (a null schedule freezes), gradient clipping over the non-frozen parameters, the optimizer
+// named by `optax_name`, lr and lr_mults, decoupled weight decay, and the schedule multiplier:
+//   Δθ = -sched(k) * (lr * Π lr_mult * opt(clip(g)) + wd * wd_mult * θ)
+// Parameters are updated in place. Knows nothing of models or Lua.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bv::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What the train step logs (big_vision's names).
+struct UpdateMetrics {
+  double l2_grads = 0;    // global norm of the raw gradients, frozen ones zeroed, before clipping
+  double l2_updates = 0;  // global norm of the applied updates
+  double l2_params = 0;   // global norm of the parameters after the update
+  std::vector<double> global_schedule;  // each non-frozen schedule's multiplier at this update
+};
+
+// The durations schedules need ("warmup_steps", "warmup_percent", ...).
+struct ScheduleContext {
+  int64_t total_steps = 0;
+  int64_t batch_size = 0;
+  int64_t data_size = 0;
+};
+
+class Optimizer {
+ public:
+  // `config`: the whole run config (optax_name, optax, lr, wd, wd_mults, lr_mults, schedule,
+  // grad_clip_norm). `params`: every parameter's name and shape. Throws bv::Error naming the key
+  // or parameter for bad configs (e.g. a parameter no schedule covers).
+  Optimizer(const nlohmann::json& config, const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
+            const ScheduleContext& ctx);
+  ~Optimizer();
+
+  // One update: params (name -> tensor, changed in place) from grads (name -> tensor; frozen
+  // parameters may be missing). Increments count().
+  UpdateMetrics update(std::map<std::string, at::Tensor>& params,
+                       const std::map<std::string, at::Tensor>& grads);
+
+  int64_t count() const;        // updates done so far (big_vision's get_count)
+  bool frozen(const std::string& name) const;
+  int num_schedules() const;    // non-frozen schedule entries
+  double schedule(int index, int64_t count) const;  // the multiplier at optimizer count `count`
+
+  // Optimizer state for checkpoints ("count" plus per-parameter tensors such as
+  // "<param>/mu"), and back. load_state checks names and shapes and names what differs.
+  NamedTensors state() const;
+  void load_state(const NamedTensors& state);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// big_vision's utils.steps: the duration `prefix` (`<prefix>_steps|_examples|_epochs|_percent`)
+// in steps; `fallback` is returned when none is given (-1: an error naming the prefix).
+int64_t steps(const std::string& prefix, const nlohmann::json& config, int64_t data_size,
+              int64_t batch_size, int64_t total_steps, int64_t fallback = -1);
+
+// big_vision's utils.itstime (process 0's view).
+bool itstime(int64_t step, int64_t every, int64_t total, bool last = true, bool first = true,
+             double drop_close_to_last = 0.25);
+
+}  // namespace bv::optim
