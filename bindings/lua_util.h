@@ -4,6 +4,7 @@
 // (lua5.4-c++), so a Lua error raised inside a bound function unwinds C++ destructors too.
 #pragma once
 
+#include <ATen/core/grad_mode.h>
 #include <lua.hpp>
 
 #include <exception>
@@ -18,9 +19,12 @@ void push_where(lua_State* L);
 void push_exception_message(lua_State* L, const std::exception& e);
 
 // Never `catch (...)` here: in the C++ build Lua's own errors are C++ exceptions that must pass.
+// Tensor work called from Lua records no autograd graph (Lua tensors are data); the one place
+// that needs gradients, the training step, turns them on for its own scope.
 template <lua_CFunction F>
 int guarded(lua_State* L) {
   try {
+    at::NoGradGuard no_grad;
     return F(L);
   } catch (const std::exception& e) {
     push_exception_message(L, e);

@@ -28,6 +28,7 @@ void open_ops(lua_State* L);  // ops.cpp
 void open_data(lua_State* L); // data.cpp
 void open_models(lua_State* L);  // models.cpp
 void open_optim(lua_State* L);   // optim.cpp
+void open_train(lua_State* L);   // train.cpp
 
 namespace {
 
@@ -91,6 +92,7 @@ int open_native(lua_State* L) {
   open_ckpt(L);
   open_models(L);
   open_optim(L);
+  open_train(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),

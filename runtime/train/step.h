@@ -1,0 +1,42 @@
+// The training step's native half: forward, loss and backward in one call (the optimizer update
+// follows, runtime/optim). Losses are big_vision's (utils.softmax_xent, utils.sigmoid_xent);
+// mixup is train.py's.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include <map>
+#include <string>
+
+#include "core/rng.h"
+#include "models/model.h"
+
+namespace bv::train {
+
+// mean over the batch of -Σ labels * log_softmax(logits)
+at::Tensor softmax_xent(const at::Tensor& logits, const at::Tensor& labels);
+// mean over the batch of -Σ [y log σ(l) + (1 - y) log σ(-l)] (summed over classes)
+at::Tensor sigmoid_xent(const at::Tensor& logits, const at::Tensor& labels);
+// Per-example losses [B] (for evaluators), by big_vision's name.
+at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
+                            const at::Tensor& labels);
+
+struct StepOptions {
+  std::string loss = "sigmoid_xent";  // big_vision's default
+  int64_t accum_steps = 1;            // micro-batches; the gradient equals the full batch's
+  double mixup_p = 0;                 // > 0: mixup with a ~ Beta(p, p), a = max(a, 1 - a)
+};
+
+struct Gradients {
+  double loss = 0;                           // mean over the whole batch
+  std::map<std::string, at::Tensor> grads;   // name -> gradient (params that got one)
+};
+
+// Forward (train=true), loss and backward; `rng` draws the mixup coefficient. Parameters are
+// marked as requiring gradients on first use; their .grad is cleared again before returning.
+Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
+                         const models::Params& params, const at::Tensor& images,
+                         const at::Tensor& labels, const StepOptions& opts, Rng* rng);
+
+}  // namespace bv::train
