@@ -11,6 +11,7 @@
 #include "core/fs.h"
 #include "core/machine.h"
 #include "core/regex.h"
+#include "core/signals.h"
 #include "ckpt.h"
 #include "image.h"
 #include "lua_util.h"
@@ -48,6 +49,22 @@ int machine_clock(lua_State* L) {
 // bv.fullmatch(pattern, text): Python's re.fullmatch for config regexes.
 int machine_fullmatch(lua_State* L) {
   lua_pushboolean(L, regex_fullmatch(luaL_checkstring(L, 1), luaL_checkstring(L, 2)));
+  return 1;
+}
+
+// bv.handle_stop_signals(): from now on SIGTERM/SIGINT only set a flag that
+// bv.stop_requested() reports (with the signal's name), so a trainer can save and exit.
+int machine_handle_stop_signals(lua_State* L) {
+  install_stop_handlers();
+  return 0;
+}
+
+int machine_stop_requested(lua_State* L) {
+  if (!stop_requested()) {
+    lua_pushboolean(L, false);
+    return 1;
+  }
+  lua_pushstring(L, stop_signal_name());
   return 1;
 }
 
@@ -96,6 +113,8 @@ int open_native(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),
+      BV_FN("handle_stop_signals", machine_handle_stop_signals),
+      BV_FN("stop_requested", machine_stop_requested),
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);
