@@ -1,0 +1,365 @@
+#include "optim/optimizer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "core/regex.h"
+#include "core/tensor_util.h"
+#include "optim/config_util.h"
+#include "optim/schedule.h"
+#include "optim/transforms.h"
+
+namespace bv::optim {
+
+using nlohmann::json;
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The first of `patterns` that fullmatches `name` (big_vision's make_mask_trees), or -1.
+int first_match(const std::vector<std::string>& patterns, const std::string& name) {
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    if (regex_fullmatch(patterns[i], name)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// big_vision's names never start with '/', a common mistake when coming from Flax.
+void check_pattern(const std::string& pattern, const std::string& what) {
+  BV_CHECK(pattern.empty() || pattern[0] != '/', what, ": parameter names never start with '/': '",
+           pattern, "'");
+}
+
+// Σ sum(t²) over `ts` as a float32 0-dim tensor (on the tensors' device); 0 for none.
+at::Tensor sum_squares(const std::vector<at::Tensor>& ts) {
+  at::Tensor total;
+  for (const auto& t : ts) {
+    at::Tensor s = t.to(at::kFloat).square().sum();
+    total = total.defined() ? total + s.to(total.device()) : s;
+  }
+  return total.defined() ? total : at::zeros({}, at::kFloat);
+}
+
+}  // namespace
+
+struct Optimizer::Impl {
+  struct Leaf {
+    std::string name;
+    std::vector<int64_t> shape;
+    int schedule = -1;              // index into `schedules`; -1: frozen
+    std::optional<double> lr_mult;  // from the first matching lr_mults entry
+    std::optional<double> wd;       // wd * wd_mult, from the first matching wd_mults entry
+    NamedTensors state;             // the optimizer's fields (none when frozen)
+  };
+  std::vector<Leaf> leaves;  // sorted by name, as big_vision flattens its trees
+  std::map<std::string, size_t> index;
+  std::vector<Schedule> schedules;
+  std::unique_ptr<LeafTransform> transform;
+  double lr = 0;
+  std::optional<double> clip_norm;
+  int64_t count = 0;
+
+  const Leaf& leaf(const std::string& name) const {
+    auto it = index.find(name);
+    BV_CHECK(it != index.end(), "optimizer: no parameter named '", name, "'");
+    return leaves[it->second];
+  }
+};
+
+namespace {
+
+// config.schedule as (regex, schedule object or null) entries: an object is one schedule for
+// ".*"; a list holds [regex, object | null | false] pairs, null/false freezing what they match.
+std::vector<std::pair<std::string, json>> schedule_entries(const json& config) {
+  json sched = config.contains("schedule") ? config.at("schedule") : json::object();
+  BV_CHECK(!sched.is_null(), "config.schedule is null, which would freeze every parameter; ",
+           "use {} for a constant schedule");
+  // Lua cannot tell {} from []: an empty list is the empty schedule too.
+  if (sched.is_object() || (sched.is_array() && sched.empty())) {
+    return {{".*", sched.is_object() ? sched : json::object()}};
+  }
+  BV_CHECK(sched.is_array(), "config.schedule must be an object or a list of [regex, schedule] ",
+           "pairs, got ", sched.dump());
+  std::vector<std::pair<std::string, json>> out;
+  for (size_t i = 0; i < sched.size(); ++i) {
+    const json& e = sched[i];
+    std::string what = str("config.schedule[", i + 1, "]");
+    BV_CHECK(e.is_array() && e.size() == 2 && e[0].is_string(), what,
+             " must be a [regex, schedule] pair, got ", e.dump());
+    const json& s = e[1];
+    BV_CHECK(s.is_object() || s.is_null() || s == json(false), what,
+             ": a schedule is an object, or null/false to freeze, got ", s.dump());
+    out.emplace_back(e[0].get<std::string>(), s.is_object() ? s : json(nullptr));
+  }
+  return out;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(const json& config,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
+                     const ScheduleContext& ctx)
+    : impl_(std::make_unique<Impl>()) {
+  BV_CHECK(config.is_object(), "optimizer: the config must be an object, got ", config.dump());
+  // Options big_vision dropped: refuse them rather than silently ignore them.
+  BV_CHECK(!config.contains("optim"), "config.optim is deprecated: use config.optax");
+  BV_CHECK(!config.contains("weight_decay"), "config.weight_decay is deprecated: use config.wd");
+  BV_CHECK(get_bool(config, "weight_decay_decouple", true, "config"),
+           "config.weight_decay_decouple=false: coupled weight decay is not supported");
+  BV_CHECK(!get_bool(config, "grad_clip_per_example", false, "config"),
+           "config.grad_clip_per_example is not supported");
+
+  Impl& m = *impl_;
+  // Parameters, sorted by name.
+  for (const auto& [name, shape] : params) {
+    BV_CHECK(!m.index.count(name), "optimizer: parameter '", name, "' is given twice");
+    m.index[name] = 0;
+    m.leaves.push_back({name, shape, -1, std::nullopt, std::nullopt, {}});
+  }
+  std::sort(m.leaves.begin(), m.leaves.end(),
+            [](const Impl::Leaf& a, const Impl::Leaf& b) { return a.name < b.name; });
+  for (size_t i = 0; i < m.leaves.size(); ++i) m.index[m.leaves[i].name] = i;
+
+  // Schedules: every parameter goes to the first entry that fullmatches its name.
+  auto entries = schedule_entries(config);
+  std::vector<std::string> patterns;
+  std::vector<int> schedule_of_entry;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [pattern, sched] = entries[i];
+    bool listed = config.contains("schedule") && config.at("schedule").is_array() &&
+                  !config.at("schedule").empty();
+    std::string what = listed ? str("config.schedule[", i + 1, "]") : "config.schedule";
+    check_pattern(pattern, what);
+    patterns.push_back(pattern);
+    if (sched.is_null()) {
+      schedule_of_entry.push_back(-1);
+      continue;
+    }
+    BV_CHECK(!sched.contains("base"), what, ": 'base' is not allowed, the schedule's peak is ",
+             "'mult' (the learning rate is config.lr)");
+    json kw = sched;
+    double mult = get_number(kw, "mult", 1.0, what);
+    kw.erase("mult");
+    schedule_of_entry.push_back(static_cast<int>(m.schedules.size()));
+    m.schedules.emplace_back(kw, mult, ctx, what);
+  }
+  std::vector<std::string> uncovered;
+  for (auto& leaf : m.leaves) {
+    int e = first_match(patterns, leaf.name);
+    if (e < 0) uncovered.push_back(leaf.name);
+    else leaf.schedule = schedule_of_entry[e];
+  }
+  if (!uncovered.empty()) {
+    std::string list;
+    for (size_t i = 0; i < uncovered.size() && i < 10; ++i) list += (i ? ", " : "") + uncovered[i];
+    if (uncovered.size() > 10) list += str(", ... (", uncovered.size(), " in all)");
+    fail("config.schedule: All params must be covered (use null for freezing): ", list);
+  }
+
+  // The optimizer.
+  BV_CHECK(has_value(config, "optax_name"), "config has no 'optax_name' (the optimizer)");
+  std::string name = get_string(config, "optax_name", "", "config");
+  m.transform = make_transform(name, config.contains("optax") ? config.at("optax") : json());
+
+  BV_CHECK(has_value(config, "lr"), "config has no 'lr' (the learning rate)");
+  m.lr = get_number(config, "lr", 0, "config");
+
+  if (config.contains("lr_mults")) {
+    auto mults = get_regex_mults(config.at("lr_mults"), "config.lr_mults");
+    std::vector<std::string> pats;
+    for (const auto& [pattern, mult] : mults) {
+      check_pattern(pattern, "config.lr_mults");
+      BV_CHECK(mult > 0, "config.lr_mults: multiplier ", mult, " for '", pattern,
+               "' must be > 0 (freeze parameters with a null schedule instead)");
+      pats.push_back(pattern);
+    }
+    for (auto& leaf : m.leaves) {
+      int e = first_match(pats, leaf.name);
+      if (e >= 0) leaf.lr_mult = mults[e].second;
+    }
+  }
+
+  double wd = get_number(config, "wd", 0, "config");
+  if (wd != 0) {
+    std::vector<std::pair<std::string, double>> mults = {{".*/kernel$", 1.0}};
+    if (has_value(config, "wd_mults")) {
+      mults = get_regex_mults(config.at("wd_mults"), "config.wd_mults");
+    }
+    std::vector<std::string> pats;
+    for (const auto& entry : mults) {
+      check_pattern(entry.first, "config.wd_mults");
+      pats.push_back(entry.first);
+    }
+    for (auto& leaf : m.leaves) {
+      int e = first_match(pats, leaf.name);
+      if (e >= 0) leaf.wd = wd * mults[e].second;
+    }
+  }
+
+  double clip = get_number(config, "grad_clip_norm", 0, "config");
+  if (clip != 0) m.clip_norm = clip;
+
+  // Frozen parameters keep no state at all.
+  for (auto& leaf : m.leaves) {
+    if (leaf.schedule >= 0) leaf.state = m.transform->init(leaf.shape);
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
+                                const std::map<std::string, at::Tensor>& grads) {
+  at::NoGradGuard no_grad;  // parameters usually require grad; their update is no graph
+  Impl& m = *impl_;
+
+  // Check everything before changing anything.
+  for (const auto& [name, t] : params) m.leaf(name);
+  for (const auto& [name, t] : grads) {
+    BV_CHECK(m.index.count(name), "optimizer: a gradient for '", name,
+             "', which is not a parameter");
+  }
+  std::vector<at::Tensor> g(m.leaves.size());
+  std::vector<at::Tensor> trainable_grads;
+  for (size_t i = 0; i < m.leaves.size(); ++i) {
+    const auto& leaf = m.leaves[i];
+    auto p = params.find(leaf.name);
+    BV_CHECK(p != params.end(), "optimizer: parameter '", leaf.name, "' is missing");
+    BV_CHECK(p->second.defined() && p->second.sizes().vec() == leaf.shape, "optimizer: parameter '",
+             leaf.name, "' has shape ", p->second.defined() ? shape_string(p->second) : "?",
+             ", expected ", shape_str(leaf.shape));
+    if (leaf.schedule < 0) continue;
+    auto it = grads.find(leaf.name);
+    BV_CHECK(it != grads.end() && it->second.defined(), "optimizer: no gradient for '", leaf.name,
+             "'");
+    BV_CHECK(it->second.sizes().vec() == leaf.shape, "optimizer: gradient of '", leaf.name,
+             "' has shape ", shape_string(it->second), ", expected ", shape_str(leaf.shape));
+    BV_CHECK(at::isFloatingType(it->second.scalar_type()), "optimizer: gradient of '", leaf.name,
+             "' is ", dtype_name(it->second.scalar_type()), ", not a float");
+    g[i] = it->second.to(at::kFloat);
+    trainable_grads.push_back(g[i]);
+  }
+
+  // l2_grads and gradient clipping both see the non-frozen gradients only.
+  at::Tensor grad_norm = sum_squares(trainable_grads).sqrt();
+  std::vector<float> sched(m.schedules.size());
+  for (size_t s = 0; s < sched.size(); ++s) sched[s] = m.schedules[s](m.count);
+
+  std::vector<at::Tensor> updates, all_params;
+  for (size_t i = 0; i < m.leaves.size(); ++i) {
+    auto& leaf = m.leaves[i];
+    at::Tensor& p = params.at(leaf.name);
+    if (leaf.schedule >= 0) {
+      at::Tensor gi = g[i];
+      if (m.clip_norm) {
+        // optax.clip_by_global_norm: g / ||g|| * c once ||g|| reaches c.
+        at::Tensor norm = grad_norm.to(gi.device());
+        gi = at::where(norm < *m.clip_norm, gi, gi / norm * *m.clip_norm);
+      }
+      // Δθ = -sched(k) * (lr * lr_mult * opt(g) + wd * wd_mult * θ), in optax's chain order.
+      at::Tensor u = m.transform->update(gi, leaf.state, m.count);
+      u = u * m.lr;
+      if (leaf.lr_mult) u = u * *leaf.lr_mult;
+      if (leaf.wd) u = u + p * *leaf.wd;
+      u = (u * static_cast<double>(sched[leaf.schedule])).neg();
+      p.add_(u);
+      updates.push_back(u);
+    }
+    all_params.push_back(p);  // frozen ones stay exactly as they were
+  }
+  ++m.count;
+
+  // One transfer for the three norms.
+  at::Tensor norms = at::stack({grad_norm.to(at::kCPU), sum_squares(updates).sqrt().to(at::kCPU),
+                                sum_squares(all_params).sqrt().to(at::kCPU)});
+  auto acc = norms.accessor<float, 1>();
+  UpdateMetrics metrics;
+  metrics.l2_grads = acc[0];
+  metrics.l2_updates = acc[1];
+  metrics.l2_params = acc[2];
+  metrics.global_schedule.assign(sched.begin(), sched.end());
+  return metrics;
+}
+
+int64_t Optimizer::count() const { return impl_->count; }
+
+bool Optimizer::frozen(const std::string& name) const { return impl_->leaf(name).schedule < 0; }
+
+int Optimizer::num_schedules() const { return static_cast<int>(impl_->schedules.size()); }
+
+double Optimizer::schedule(int index, int64_t count) const {
+  BV_CHECK(index >= 0 && index < num_schedules(), "optimizer: schedule ", index,
+           " does not exist (there are ", num_schedules(), ")");
+  return impl_->schedules[index](count);
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out;
+  out.emplace_back("count", at::scalar_tensor(impl_->count, at::kLong));
+  for (const auto& leaf : impl_->leaves) {
+    for (const auto& [field, t] : leaf.state) out.emplace_back(leaf.name + "/" + field, t);
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state) {
+  Impl& m = *impl_;
+  std::map<std::string, at::Tensor> given;
+  for (const auto& [name, t] : state) {
+    BV_CHECK(given.emplace(name, t).second, "optimizer state: '", name, "' is given twice");
+  }
+  std::vector<std::string> missing, unexpected;
+  std::set<std::string> expected = {"count"};
+  for (const auto& leaf : m.leaves) {
+    for (const auto& [field, t] : leaf.state) expected.insert(leaf.name + "/" + field);
+  }
+  for (const auto& name : expected) {
+    if (!given.count(name)) missing.push_back(name);
+  }
+  for (const auto& [name, t] : given) {
+    if (!expected.count(name)) unexpected.push_back(name);
+  }
+  auto list = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
+    return names.size() > 5 ? str(s, ", ... (", names.size(), " in all)") : s;
+  };
+  BV_CHECK(missing.empty(), "optimizer state: missing ", list(missing));
+  BV_CHECK(unexpected.empty(), "optimizer state: unexpected ", list(unexpected),
+           " (not this optimizer's state)");
+
+  const at::Tensor& c = given.at("count");
+  BV_CHECK(c.defined() && c.numel() == 1, "optimizer state: 'count' must hold one number");
+  double count = c.to(at::kDouble).item<double>();
+  BV_CHECK(count >= 0 && count == static_cast<double>(static_cast<int64_t>(count)),
+           "optimizer state: 'count' must be a whole number >= 0, got ", count);
+
+  // Build the new state first, so a bad tensor leaves the optimizer as it was.
+  std::vector<NamedTensors> fresh;
+  for (const auto& leaf : m.leaves) {
+    NamedTensors s;
+    for (const auto& [field, mine] : leaf.state) {
+      std::string name = leaf.name + "/" + field;
+      const at::Tensor& t = given.at(name);
+      BV_CHECK(t.defined() && t.sizes() == mine.sizes(), "optimizer state: '", name, "' has shape ",
+               t.defined() ? shape_string(t) : "?", ", expected ", shape_string(mine));
+      // A copy: the caller may reuse its tensors, and ours are never changed in place anyway.
+      s.emplace_back(field, t.to(t.device(), mine.scalar_type(), false, /*copy=*/true));
+    }
+    fresh.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < m.leaves.size(); ++i) m.leaves[i].state = std::move(fresh[i]);
+  m.count = static_cast<int64_t>(count);
+}
+
+}  // namespace bv::optim

@@ -1,0 +1,260 @@
+#include "optim/transforms.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "core/error.h"
+#include "core/tensor_util.h"
+#include "optim/config_util.h"
+
+namespace bv::optim {
+
+using nlohmann::json;
+
+namespace {
+
+// An accumulator dtype option: a floating dtype name, or null for float32 (our parameters'
+// dtype, which is what optax's None means).
+at::ScalarType get_dtype(const json& kw, const std::string& key, const char* fallback,
+                         const std::string& what) {
+  if (!kw.is_object() || !kw.contains(key)) {
+    return fallback ? dtype_from_name(fallback) : at::kFloat;
+  }
+  if (kw.at(key).is_null()) return at::kFloat;
+  at::ScalarType t = dtype_from_name(get_string(kw, key, "", what));
+  BV_CHECK(at::isFloatingType(t), what, ".", key, " must be a floating dtype, got '",
+           dtype_name(t), "'");
+  return t;
+}
+
+at::Tensor zeros(const std::vector<int64_t>& shape, at::ScalarType dtype = at::kFloat) {
+  return at::zeros(shape, at::TensorOptions().dtype(dtype));
+}
+
+// `x` as the nearest value of dtype `t`. jnp turns a Python float that meets a bf16 array into
+// bf16 first (0.9 -> 0.8984375); libtorch's kernels differ between versions and devices here, so
+// the decays that multiply low-precision accumulators are rounded explicitly.
+double round_to(double x, at::ScalarType t) {
+  return at::scalar_tensor(x, at::TensorOptions().dtype(t)).item<double>();
+}
+
+at::Tensor on(const at::Tensor& state, const at::Tensor& like) {
+  return state.device() == like.device() ? state : state.to(like.device());
+}
+
+// optax.scale(step_size): u = step_size * g.
+class Scale : public LeafTransform {
+ public:
+  explicit Scale(double step_size) : step_size_(step_size) {}
+  NamedTensors init(const std::vector<int64_t>&) const override { return {}; }
+  at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override {
+    return g * step_size_;
+  }
+
+ private:
+  double step_size_;
+};
+
+// big_vision.sgd = optax.identity.
+class Identity : public LeafTransform {
+ public:
+  NamedTensors init(const std::vector<int64_t>&) const override { return {}; }
+  at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override { return g; }
+};
+
+// big_vision.momentum_hp = optax.trace: t = g + m*t, kept in `dtype`. As in jnp, m*t is computed
+// in the accumulator's dtype (m itself rounded to it); the update is the float32 t before it is
+// cast for storage; nesterov returns g + m*t with that float32 t.
+class Trace : public LeafTransform {
+ public:
+  Trace(double momentum, at::ScalarType dtype, bool nesterov)
+      : m_(momentum), m_acc_(round_to(momentum, dtype)), dtype_(dtype), nesterov_(nesterov) {}
+  NamedTensors init(const std::vector<int64_t>& shape) const override {
+    return {{"trace", zeros(shape, dtype_)}};
+  }
+  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t) const override {
+    at::Tensor t = g + on(state[0].second, g) * m_acc_;
+    at::Tensor u = nesterov_ ? g + t * m_ : t;
+    state[0].second = t.to(dtype_);
+    return u;
+  }
+
+ private:
+  double m_, m_acc_;
+  at::ScalarType dtype_;
+  bool nesterov_;
+};
+
+// optax.scale_by_adam: bias-corrected moments, eps outside the square root; mu optionally
+// stored in a lower precision (the update uses the float32 value before the cast).
+class Adam : public LeafTransform {
+ public:
+  Adam(double b1, double b2, double eps, double eps_root, at::ScalarType mu_dtype, bool nesterov)
+      : b1_(b1), b1_acc_(round_to(b1, mu_dtype)), b2_(b2), eps_(eps), eps_root_(eps_root),
+        mu_dtype_(mu_dtype), nesterov_(nesterov) {}
+  NamedTensors init(const std::vector<int64_t>& shape) const override {
+    return {{"mu", zeros(shape, mu_dtype_)}, {"nu", zeros(shape)}};
+  }
+  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const override {
+    at::Tensor mu = g * (1 - b1_) + on(state[0].second, g) * b1_acc_;
+    at::Tensor nu = g * g * (1 - b2_) + on(state[1].second, g) * b2_;
+    int64_t c = count + 1;
+    at::Tensor mu_hat = mu / correction(b1_, c);
+    if (nesterov_) mu_hat = mu / correction(b1_, c + 1) * b1_ + g / correction(b1_, c) * (1 - b1_);
+    at::Tensor nu_hat = nu / correction(b2_, c);
+    at::Tensor u = mu_hat / ((nu_hat + eps_root_).sqrt() + eps_);
+    state[0].second = mu.to(mu_dtype_);
+    state[1].second = nu;
+    return u;
+  }
+
+ private:
+  // 1 - decay^count, in float32 as optax computes it.
+  static double correction(double decay, int64_t count) {
+    return 1.0f - std::pow(static_cast<float>(decay), static_cast<float>(count));
+  }
+  double b1_, b1_acc_, b2_, eps_, eps_root_;
+  at::ScalarType mu_dtype_;
+  bool nesterov_;
+};
+
+// big_vision.scale_by_adafactor: optax's factored RMS scaling with
+// beta2(k) = min(cap, 1 - (k - offset + 1)^-decay_rate), optional per-leaf RMS clipping, then an
+// EMA of the updates (no debiasing) kept in `dtype_momentum`.
+class Adafactor : public LeafTransform {
+ public:
+  struct Options {
+    int64_t min_dim_size_to_factor = 32;
+    double decay_rate = 0.8, decay_offset = 0, beta2_cap = 0.999, eps = 1e-30;
+    std::optional<double> clipping_threshold, momentum = 0.9;
+    at::ScalarType dtype_momentum = at::kBFloat16;
+  };
+  explicit Adafactor(const Options& o)
+      : o_(o), m_acc_(o.momentum ? round_to(*o.momentum, o.dtype_momentum) : 0) {}
+
+  NamedTensors init(const std::vector<int64_t>& shape) const override {
+    auto [d1, d0] = factored_dims(shape, o_.min_dim_size_to_factor);
+    NamedTensors s;
+    if (d0 >= 0) {
+      s = {{"v_row", zeros(without(shape, d0))}, {"v_col", zeros(without(shape, d1))},
+           {"v", zeros({1})}};
+    } else {
+      s = {{"v_row", zeros({1})}, {"v_col", zeros({1})}, {"v", zeros(shape)}};
+    }
+    if (o_.momentum) s.emplace_back("ema", zeros(shape, o_.dtype_momentum));
+    return s;
+  }
+
+  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const override {
+    // float32 throughout, as jnp computes t = float32(k) + 1 and the power.
+    float t = static_cast<float>(count - static_cast<int64_t>(o_.decay_offset)) + 1.0f;
+    float beta2 = std::min(static_cast<float>(o_.beta2_cap),
+                           1.0f - std::pow(t, -static_cast<float>(o_.decay_rate)));
+    double keep = beta2, take = 1.0f - beta2;
+    auto [d1, d0] = factored_dims(g.sizes().vec(), o_.min_dim_size_to_factor);
+    at::Tensor g2 = g * g + o_.eps;
+    at::Tensor u;
+    if (d0 >= 0) {
+      at::Tensor row = on(state[0].second, g) * keep + g2.mean(d0) * take;
+      at::Tensor col = on(state[1].second, g) * keep + g2.mean(d1) * take;
+      int64_t reduced_d1 = d1 > d0 ? d1 - 1 : d1;  // d1's index once d0 is gone
+      at::Tensor row_factor = (row / row.mean(reduced_d1, /*keepdim=*/true)).rsqrt();
+      u = g * row_factor.unsqueeze(d0) * col.rsqrt().unsqueeze(d1);
+      state[0].second = row;
+      state[1].second = col;
+    } else {
+      at::Tensor v = on(state[2].second, g) * keep + g2 * take;
+      u = g * v.rsqrt();
+      state[2].second = v;
+    }
+    if (o_.clipping_threshold) {
+      // optax.clip_by_block_rms: u / max(1, rms(u) / threshold).
+      u = u / at::clamp_min(u.square().mean().sqrt() / *o_.clipping_threshold, 1.0);
+    }
+    if (o_.momentum) {
+      double m = *o_.momentum;
+      at::Tensor ema = u * (1 - m) + on(state[3].second, g) * m_acc_;
+      state[3].second = ema.to(o_.dtype_momentum);
+      u = ema;
+    }
+    return u;
+  }
+
+ private:
+  static std::vector<int64_t> without(std::vector<int64_t> shape, int axis) {
+    shape.erase(shape.begin() + axis);
+    return shape;
+  }
+  Options o_;
+  double m_acc_;  // the momentum as the EMA's dtype holds it
+};
+
+}  // namespace
+
+std::pair<int, int> factored_dims(const std::vector<int64_t>& shape,
+                                  int64_t min_dim_size_to_factor) {
+  if (shape.size() < 2) return {-1, -1};
+  std::vector<int> order(shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return shape[a] < shape[b]; });
+  int d1 = order[order.size() - 2], d0 = order.back();
+  if (shape[d1] < min_dim_size_to_factor) return {-1, -1};
+  return {d1, d0};
+}
+
+std::unique_ptr<LeafTransform> make_transform(const std::string& name, const json& kw) {
+  const std::string what = "optax (for " + name + ")";
+  BV_CHECK(kw.is_null() || kw.is_object(), "config.optax must be an object, got ", kw.dump());
+  if (name == "big_vision.scale_by_adafactor") {
+    check_keys(kw, {"min_dim_size_to_factor", "decay_rate", "decay_offset", "beta2_cap",
+                    "clipping_threshold", "momentum", "dtype_momentum", "eps"}, what);
+    Adafactor::Options o;
+    double min_dim = get_number(kw, "min_dim_size_to_factor", 32, what);
+    BV_CHECK(min_dim == std::floor(min_dim), what, ".min_dim_size_to_factor must be an integer");
+    o.min_dim_size_to_factor = static_cast<int64_t>(min_dim);
+    o.decay_rate = get_number(kw, "decay_rate", 0.8, what);
+    o.decay_offset = get_number(kw, "decay_offset", 0, what);
+    o.beta2_cap = get_number(kw, "beta2_cap", 0.999, what);
+    o.eps = get_number(kw, "eps", 1e-30, what);
+    // big_vision skips clipping and momentum when they are None or 0.
+    o.clipping_threshold = get_optional_number(kw, "clipping_threshold", what);
+    if (o.clipping_threshold && *o.clipping_threshold == 0) o.clipping_threshold.reset();
+    if (kw.is_object() && kw.contains("momentum")) {
+      o.momentum = get_optional_number(kw, "momentum", what);
+    }
+    if (o.momentum && *o.momentum == 0) o.momentum.reset();
+    o.dtype_momentum = get_dtype(kw, "dtype_momentum", "bfloat16", what);
+    return std::make_unique<Adafactor>(o);
+  }
+  if (name == "scale_by_adam") {
+    check_keys(kw, {"b1", "b2", "eps", "eps_root", "mu_dtype", "nesterov"}, what);
+    return std::make_unique<Adam>(
+        get_number(kw, "b1", 0.9, what), get_number(kw, "b2", 0.999, what),
+        get_number(kw, "eps", 1e-8, what), get_number(kw, "eps_root", 0, what),
+        get_dtype(kw, "mu_dtype", nullptr, what), get_bool(kw, "nesterov", false, what));
+  }
+  if (name == "big_vision.momentum_hp") {
+    check_keys(kw, {"momentum", "dtype", "nesterov"}, what);
+    return std::make_unique<Trace>(get_number(kw, "momentum", 0.9, what),
+                                   get_dtype(kw, "dtype", "bfloat16", what),
+                                   get_bool(kw, "nesterov", false, what));
+  }
+  if (name == "big_vision.sgd") {
+    check_keys(kw, {}, what);
+    return std::make_unique<Identity>();
+  }
+  if (name == "scale") {
+    check_keys(kw, {"step_size"}, what);
+    BV_CHECK(has_value(kw, "step_size"), what, ": scale needs optax.step_size");
+    return std::make_unique<Scale>(get_number(kw, "step_size", 0, what));
+  }
+  fail("unknown optax_name '", name, "' (known: big_vision.scale_by_adafactor, scale_by_adam, ",
+       "big_vision.momentum_hp, big_vision.sgd, scale)");
+}
+
+}  // namespace bv::optim

@@ -1,0 +1,41 @@
+// The optimizers `optax_name` picks, applied to one parameter (leaf) at a time: big_vision's
+// scale_by_adafactor, momentum_hp (optax.trace) and sgd, and optax's scale_by_adam and scale.
+// Each keeps its per-parameter state as named tensors (optax's field names: mu, nu, v_row,
+// v_col, v, ema, trace) so checkpoints can save them.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace bv::optim {
+
+class LeafTransform {
+ public:
+  virtual ~LeafTransform() = default;
+  // The state of a parameter of `shape` before the first update (float32 zeros, or the dtype an
+  // option asks for), as (field, tensor) pairs; empty for stateless optimizers.
+  virtual NamedTensors init(const std::vector<int64_t>& shape) const = 0;
+  // The update for float32 gradient `g`. `state` holds init()'s fields; they are replaced by new
+  // tensors (never changed in place, so tensors handed out by Optimizer::state() stay as they
+  // were). `count`: updates done before this one.
+  virtual at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const = 0;
+};
+
+// `name`: "big_vision.scale_by_adafactor", "scale_by_adam", "big_vision.momentum_hp",
+// "big_vision.sgd" or "scale"; `kwargs`: config.optax (an object or null). Unknown names and
+// keys are errors naming them.
+std::unique_ptr<LeafTransform> make_transform(const std::string& name,
+                                              const nlohmann::json& kwargs);
+
+// Adafactor's factoring rule: {d1, d0} = the axes of the second-largest and largest dims
+// (stable order, so among equal sizes the earlier axis is d1), or {-1, -1} when the parameter is
+// not factored (fewer than 2 dims, or the second-largest dim below `min_dim_size_to_factor`).
+std::pair<int, int> factored_dims(const std::vector<int64_t>& shape,
+                                  int64_t min_dim_size_to_factor);
+
+}  // namespace bv::optim

@@ -1,0 +1,149 @@
+-- bv.optim from Lua: big_vision's optimizer on a small ViT's parameters, durations, itstime.
+local T = require "bv.testing"
+local json = require "bv.json"
+
+local model = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
+local shapes = model:param_shapes()
+local ctx = {total_steps = 10, batch_size = 4, data_size = 100}
+
+local function random_grads(rng)
+  local grads = {}
+  for _, s in ipairs(shapes) do grads[s.name] = bv.randn(s.shape, rng) end
+  return grads
+end
+
+local function copy(params)
+  local out = {}
+  for name, t in pairs(params) do out[name] = t:clone() end
+  return out
+end
+
+-- Adafactor; the patch embedding frozen by regex; kernels warm up over 2 steps (cosine), the
+-- rest follows a linear schedule at half strength.
+local config = {
+  lr = 0.01,
+  wd = 1e-4,
+  grad_clip_norm = 1.0,
+  optax_name = "big_vision.scale_by_adafactor",
+  schedule = {
+    {"embedding/.*", bv.null},
+    {".*/kernel", {decay_type = "cosine", warmup_steps = 2}},
+    {".*", {decay_type = "linear", mult = 0.5}},
+  },
+}
+
+T.test("optimizer on a ViT: frozen by regex, warmup, schedules, state", function()
+  local opt = bv.optim.new(json.encode(config), shapes, ctx)
+  T.eq(opt:count(), 0)
+  T.eq(opt:num_schedules(), 2)
+  T.truthy(opt:frozen("embedding/kernel"), "embedding/kernel frozen")
+  T.truthy(opt:frozen("embedding/bias"), "embedding/bias frozen")
+  T.truthy(not opt:frozen("head/kernel"), "head/kernel trainable")
+  T.near(opt:schedule(1, 0), 0)      -- warmup from zero
+  T.near(opt:schedule(1, 1), 0.5)    -- half way through the warmup, before any decay
+  T.near(opt:schedule(1, 4), 0.5 * (1 + math.cos(math.pi * 2 / 8)), 1e-6)
+  T.near(opt:schedule(2, 0), 0.5)
+  T.near(opt:schedule(2, 5), 0.25, 1e-7)
+
+  local state = opt:state()
+  T.eq(state.count:item(), 0)
+  -- Dense_0/kernel is 32x128: factored, v_row drops the largest axis, v_col the other.
+  local dense = "Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel"
+  T.eq(state[dense .. "/v_row"]:shape(), {32})
+  T.eq(state[dense .. "/v_col"]:shape(), {128})
+  T.eq(state[dense .. "/ema"]:dtype(), "bfloat16")
+  -- head/kernel is 32x2: its second dim is below 32, so it keeps a full v.
+  T.eq(state["head/kernel/v"]:shape(), {32, 2})
+  for name in pairs(state) do
+    T.truthy(not name:find("^embedding/"), "frozen parameter with state: " .. name)
+  end
+
+  local params = model:init(0)
+  local start = copy(params)
+  local rng = bv.rng(1)
+  local m = opt:update(params, random_grads(rng))
+  T.eq(opt:count(), 1)
+  T.near(m.global_schedule[1], 0)
+  T.near(m.global_schedule[2], 0.5)
+  T.truthy(m.l2_grads > 0 and m.l2_updates > 0 and m.l2_params > 0, "positive norms")
+  -- First update: kernels are in warmup (multiplier 0, weight decay included): unchanged.
+  T.truthy(params["head/kernel"] == start["head/kernel"], "head/kernel unchanged at step 1")
+  T.truthy(params["Transformer/encoder_norm/scale"] ~= start["Transformer/encoder_norm/scale"],
+           "encoder_norm/scale moved")
+  local m2 = opt:update(params, random_grads(rng))
+  T.near(m2.global_schedule[1], opt:schedule(1, 1), 1e-7)
+  T.truthy(params["head/kernel"] ~= start["head/kernel"], "head/kernel moved at step 2")
+  -- Frozen parameters never move.
+  T.truthy(params["embedding/kernel"] == start["embedding/kernel"], "embedding/kernel frozen")
+  T.truthy(params["embedding/bias"] == start["embedding/bias"], "embedding/bias frozen")
+  -- l2_params is the norm of all parameters after the update.
+  local sq = 0
+  for _, t in pairs(params) do sq = sq + (t * t):sum():item() end
+  T.near(m2.l2_params, math.sqrt(sq), 1e-3 * math.sqrt(sq))
+end)
+
+T.test("state() and load_state() resume identically", function()
+  local a = bv.optim.new(json.encode(config), shapes, ctx)
+  local params = model:init(0)
+  local rng = bv.rng(2)
+  for _ = 1, 3 do a:update(params, random_grads(rng)) end
+  local saved, saved_params = a:state(), copy(params)
+  local later = {random_grads(rng), random_grads(rng)}
+  for _, g in ipairs(later) do a:update(params, g) end
+
+  local b = bv.optim.new(json.encode(config), shapes, ctx)
+  b:load_state(saved)
+  T.eq(b:count(), 3)
+  for _, g in ipairs(later) do b:update(saved_params, g) end
+  for name, t in pairs(params) do T.truthy(saved_params[name] == t, name .. " differs") end
+
+  saved["head/kernel/v"] = bv.zeros({2, 32})
+  T.raises(function() b:load_state(saved) end, "head/kernel/v")
+end)
+
+T.test("errors name the culprit and the script line", function()
+  local function new(cfg) return bv.optim.new(json.encode(cfg), shapes, ctx) end
+  local msg = T.raises(function() new({lr = 0.1, optax_name = "big_vision.lion"}) end,
+                      "big_vision.lion")
+  T.truthy(msg:find("optim_test.lua:%d+"), "no file:line in " .. msg)
+  T.raises(function()
+    new({lr = 0.1, optax_name = "scale_by_adam", optax = {b3 = 0.9}})
+  end, "'b3'")
+  T.raises(function()
+    new({lr = 0.1, optax_name = "big_vision.sgd", schedule = {decay_type = "cosine", warmup = 2}})
+  end, "'warmup'")
+  T.raises(function()
+    new({lr = 0.1, optax_name = "big_vision.sgd", schedule = {{"head/.*", {}}}})
+  end, "All params must be covered")
+  local opt = new({lr = 0.1, optax_name = "big_vision.sgd"})
+  local params = model:init(0)
+  local grads = random_grads(bv.rng(3))
+  grads["head/bias"] = nil
+  T.raises(function() opt:update(params, grads) end, "no gradient for 'head/bias'")
+  T.raises(function() opt:schedule(2, 0) end, "out of range")
+  T.raises(function() opt:frozen("nope") end, "nope")
+end)
+
+T.test("bv.optim.steps and bv.optim.itstime", function()
+  local steps = bv.optim.steps
+  T.eq(steps("warmup", json.encode({warmup_epochs = 2}), 1000, 100, 50), 20)
+  T.eq(steps("warmup", json.encode({warmup_percent = 0.25}), nil, nil, 10), 2)  -- 2.5 -> 2
+  T.eq(steps("warmup", json.encode({warmup_examples = 350}), nil, 100), 4)      -- 3.5 -> 4
+  T.eq(steps("total", json.encode({total_steps = 7}), 1000, 100), 7)
+  T.eq(steps("ckpt", json.encode({}), 1000, 100, 50, 0), 0)
+  T.raises(function() steps("ckpt", json.encode({}), 1000, 100, 50) end, "'ckpt'")
+  T.raises(function() steps("w", json.encode({w_steps = 1, w_epochs = 1}), 10, 1) end, "w_epochs")
+
+  local itstime = bv.optim.itstime
+  T.eq(itstime(1, 10, 100), true)
+  T.eq(itstime(1, 10, 100, {first = false}), false)
+  T.eq(itstime(20, 10, 100), true)
+  T.eq(itstime(25, 10, 100), false)
+  T.eq(itstime(100, 10, 101), false)  -- within 0.25 * 10 of the end
+  T.eq(itstime(101, 10, 101), true)
+  T.eq(itstime(101, 10, 101, {last = false}), false)
+  T.eq(itstime(100, 10, 101, {drop_close_to_last = 0}), true)
+  T.eq(itstime(5, nil, 100), false)
+end)
+
+T.run()
