@@ -1,27 +1,39 @@
--- BiT-style ResNet on the tiny "lines" dataset (3 classes of drawn lines), after big_vision's
--- GPU tutorial. Resolve and inspect the config with:
+-- BiT ResNet-26 trained from scratch on the "lines" data set of big_vision's GPU tutorial:
+-- count the crossings (0, 1 or 2) of two drawn polylines.
 --
---   bvlua train configs/bit_lines.lua:flip=true,crop=false --workdir runs/bit --dry-run
+--   bvlua run scripts/make_lines.lua data/lines                      # the data (~30 s)
+--   bvlua train configs/bit_lines.lua --workdir runs/bit_lines
+--   bvlua train configs/bit_lines.lua:quick --workdir runs/quick     # a few minutes on CPU
 --
--- Arguments (all optional): flip (random left-right flips), crop (random 32px crops of the
--- image resized to 36px; off: resize to 32px), runlocal (tiny batch and one epoch, for a
--- quick check on a laptop). Override anything with --config.KEY=VALUE, e.g.
--- --config.lr=0.01 or --config.model.depth=50.
---
--- The trainer comes later: today `bvlua train` only resolves this config and writes
--- DIR/config.json (exit code 3 without --dry-run).
+-- Arguments (all optional): flip (random left-right and up-down flips; crossings don't
+-- change), crop (random crops of the image resized a little larger), res (the image size,
+-- default 64), quick (a short run for a CPU: 400 steps of 32, a half-width ResNet-26),
+-- runlocal (tiny batch, a few steps: just checks that everything runs).
+-- Override anything with --config.KEY=VALUE, e.g. --config.lr=0.01 or --config.model.depth=50.
+-- Expect the validation prec@1 (eval/val/prec@1 in runs/.../big_vision_metrics.txt) to climb
+-- well above the majority class (about 0.5): over 0.9 for the full run.
 --
 -- Data: data/lines/{train,val}.jsonl, one {"image": "<file name>", "label": <0..2>} per line,
 -- image files under data/lines/.
 local config = require "bv.config"
 
-local RES = 32
+-- A pp op defined right here, as configs may: flip upside down with probability 0.5. Data
+-- workers load this file too, so the op exists there.
+bv.pp.register("flip_ud", bv.pp.inkeyoutkey(function()
+  return function(img, rng)
+    if rng:uniform() < 0.5 then return img:flip(1) end
+    return img
+  end
+end), "flip_ud(): flips the image upside down with probability 0.5 (defined in bit_lines.lua)")
+
+local RES = 64
 
 local function train_pp(arg)
+  local RES = arg.res
   local ops = {"decode"}
-  if arg.flip then ops[#ops + 1] = "flip_lr" end
+  if arg.flip then ops[#ops + 1] = "flip_lr|flip_ud" end
   if arg.crop then
-    ops[#ops + 1] = string.format("resize(%d)", RES + 4)
+    ops[#ops + 1] = string.format("resize(%d)", RES + RES // 8)
     ops[#ops + 1] = string.format("random_crop(%d)", RES)
   else
     ops[#ops + 1] = string.format("resize(%d)", RES)
@@ -33,8 +45,10 @@ local function train_pp(arg)
 end
 
 -- Evaluation sees whole images: no flips, no random crops.
-local EVAL_PP = string.format('decode|resize(%d)|value_range(-1, 1)|'
-  .. 'onehot(3, key="label", key_result="labels")|keep("image", "labels")', RES)
+local function eval_pp(res)
+  return string.format('decode|resize(%d)|value_range(-1, 1)|'
+    .. 'onehot(3, key="label", key_result="labels")|keep("image", "labels")', res)
+end
 
 local function lines_data(split)
   return {
@@ -45,7 +59,8 @@ local function lines_data(split)
 end
 
 local function get_config(arg)
-  arg = config.parse_arg(arg, {{"flip", true}, {"crop", true}, {"runlocal", false}})
+  arg = config.parse_arg(arg, {{"flip", true}, {"crop", true}, {"res", RES}, {"quick", false},
+                               {"runlocal", false}})
   local c = {}
   c.seed = 0
   c.total_epochs = 20
@@ -75,17 +90,33 @@ local function get_config(arg)
     val = {
       type = "classification",
       data = lines_data("val"),
-      pp = EVAL_PP,
+      pp = eval_pp(arg.res),
       log_steps = 100,
       loss_name = "softmax_xent",
     },
   }
 
+  if arg.quick then
+    c.total_epochs = nil
+    c.total_steps = 400
+    c.input.batch_size = 32
+    c.model.width = 0.5
+    c.schedule.warmup_steps = 20
+    c.lr = 0.1
+    c.log_training_steps = 20
+    c.ckpt_steps = 100
+    c.evals.val.log_steps = 100
+  end
   -- big_vision's quick-test idiom: shrink everything that costs time.
   if arg.runlocal then
-    c.total_epochs = 1
+    c.total_epochs = nil
+    c.total_steps = 4
     c.input.batch_size = 8
     c.input.shuffle_buffer_size = 10
+    c.model.width = 0.5
+    c.schedule.warmup_steps = 1
+    c.log_training_steps = 2
+    c.evals.val.log_steps = 4
   end
   return c
 end

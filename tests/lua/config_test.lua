@@ -276,9 +276,9 @@ end)
 
 T.test("the example config loads, takes its args, and saves", function()
   local cfg = config.load(BIT_LINES .. ":flip=true,crop=false")
-  T.eq(cfg.input.pp, 'decode|flip_lr|resize(32)|value_range(-1, 1)|'
+  T.eq(cfg.input.pp, 'decode|flip_lr|flip_ud|resize(64)|value_range(-1, 1)|'
     .. 'onehot(3, key="label", key_result="labels")|keep("image", "labels")')
-  local cropped = config.load(BIT_LINES .. ":flip=false")
+  local cropped = config.load(BIT_LINES .. ":flip=false,res=32")
   T.truthy(cropped.input.pp:find("resize(36)|random_crop(32)", 1, true), "crop by default")
   T.truthy(not cropped.input.pp:find("flip_lr", 1, true), "no flip")
   T.eq(config.load(BIT_LINES .. ":runlocal").input.batch_size, 8)
@@ -340,8 +340,10 @@ local function run_train(argv)
   end
   local real_out, real_err, real_bv = io.stdout, io.stderr, rawget(_G, "bv")
   io.stdout, io.stderr = sink(out), sink(err)
-  rawset(_G, "bv", {fs = {mkdirs = function(d) dirs[#dirs + 1] = d end,
-                          write_file = function(p, text) files[p] = text end}})
+  -- The real bv, with a file system that records instead of writing.
+  rawset(_G, "bv", setmetatable({fs = {mkdirs = function(d) dirs[#dirs + 1] = d end,
+                                       write_file = function(p, text) files[p] = text end}},
+                                {__index = real_bv}))
   local ok, code = pcall(train.main, argv)
   io.stdout, io.stderr = real_out, real_err
   rawset(_G, "bv", real_bv)
@@ -360,14 +362,20 @@ T.test("train: --dry-run prints the resolved config as indented JSON", function(
   T.eq(next(files), nil, "nothing written without --workdir")
 end)
 
-T.test("train: a workdir gets config.json and exit code 3 until the trainer exists", function()
-  local code, out, err, files, dirs = run_train({BIT_LINES, "--workdir", "runs/b/"})
-  T.eq(code, 3)
+T.test("train: a workdir gets config.json, then the config's trainer runs", function()
+  local cfg = HERE .. "/fixtures/cfg_fake_trainer.lua"
+  bv.fs.write_file(cfg, string.format("return {trainer = %q, lr = 0.5}",
+                                      HERE .. "/fixtures/fake_trainer.lua"))
+  local code, out, _, files, dirs = run_train({cfg, "--workdir", "runs/b/", "--config.lr=0.25"})
+  os.remove(cfg)
+  T.eq(code, 0)
   T.eq(out, "")
   T.eq(dirs, {"runs/b/"})
-  T.eq(json.decode(files["runs/b/config.json"]).total_epochs, 20)
-  T.truthy(err:find("written to runs/b/config.json; training itself is not built yet", 1, true),
-    err)
+  T.eq(json.decode(files["runs/b/config.json"]).lr, 0.25)
+  T.eq(rawget(_G, "fake_trainer_call"), {lr = 0.25, workdir = "runs/b/", config_file = cfg})
+  local train = require "bv.commands.train"
+  T.raises(function() train.find_trainer("nope") end, "unknown trainer 'nope'")
+  T.eq(type(train.find_trainer()), "function")
 end)
 
 T.test("train: usage errors exit 2, help exits 0, config errors raise", function()
@@ -381,7 +389,7 @@ T.test("train: usage errors exit 2, help exits 0, config errors raise", function
   local out
   code, out = run_train({"--help"})
   T.eq(code, 0)
-  T.truthy(out:find("3  config resolved and written", 1, true), "exit codes documented")
+  T.truthy(out:find("2  usage error", 1, true), "exit codes documented")
   T.raises(function() run_train({BIT_LINES, "--dry-run", "--config.nope=1"}) end,
     'unknown config key "nope" (--config.nope)')
 end)

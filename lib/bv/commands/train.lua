@@ -1,5 +1,5 @@
 -- bvlua train: resolve a config (file, ':ARGS', --config.* overrides), save it to the workdir
--- and, once the trainer exists, train. Today it stops after writing config.json.
+-- and run the trainer it names (config.trainer, default "classification").
 local config = require "bv.config"
 
 local M = {}
@@ -23,10 +23,9 @@ options:
   -h, --help             show this help
 
 exit codes:
-  0  success (--dry-run or --help)
-  1  error in the config or an override
+  0  success (trained, or --dry-run or --help)
+  1  an error (config, override, data, training; the message names it)
   2  usage error
-  3  config resolved and written, but training itself is not built yet
 ]]
 
 local function usage_error(msg)
@@ -41,6 +40,30 @@ local function native_fs()
     error("bvlua train: bv.fs is missing; run this through the bvlua binary", 0)
   end
   return bv.fs
+end
+
+-- The trainer a config names: `trainer = "classification"` (the default) is
+-- lib/bv/trainers/classification.lua; a path ending in .lua is a trainer file of the user's own.
+-- A trainer is a function(config, workdir, run).
+function M.find_trainer(name)
+  name = name or "classification"
+  local trainer
+  if name:match("%.lua$") then
+    local chunk, err = loadfile(name, "t")
+    if not chunk then error("trainer '" .. name .. "': " .. err, 0) end
+    trainer = chunk()
+  else
+    local modname = "bv.trainers." .. name
+    if not package.searchpath(modname, package.path) then
+      error(string.format("unknown trainer '%s' (no lib/bv/trainers/%s.lua; give a .lua file "
+        .. "for a trainer of your own)", name, name:gsub("%.", "/")), 0)
+    end
+    trainer = require(modname)
+  end
+  if type(trainer) ~= "function" then
+    error("trainer '" .. name .. "' must return a function(config, workdir, run)", 0)
+  end
+  return trainer
 end
 
 -- Runs `bvlua train` with the words after "train"; returns the process exit code.
@@ -69,9 +92,9 @@ function M.main(argv)
     io.stdout:write(text)
     return 0
   end
-  io.stderr:write("bvlua train: config resolved and written to ", saved_to,
-                  "; training itself is not built yet\n")
-  return 3
+  local trainer = M.find_trainer(cfg.trainer)
+  trainer(cfg, opts.workdir, {config_file = opts.config})
+  return 0
 end
 
 return M

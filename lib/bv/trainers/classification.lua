@@ -1,0 +1,190 @@
+-- The classification trainer: big_vision's train.py, in Lua. Read top to bottom:
+--   data -> model -> optimizer -> resume | model_init | scratch -> loop (step, log, checkpoint,
+--   evaluate) -> done.
+-- One native call does forward, loss and backward (bv.train.loss_and_grads), one the optimizer
+-- update (opt:update). Metrics go to WORKDIR/big_vision_metrics.txt with big_vision's names.
+local json = require "bv.json"
+local metrics = require "bv.metrics"
+local chrono_mod = require "bv.chrono"
+local evaluators = require "bv.evaluators"
+
+local function copy(t)
+  local out = {}
+  for k, v in pairs(t or {}) do out[k] = v end
+  return out
+end
+
+local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
+
+-- run = {config_file = "configs/x.lua:arg" (data workers load it for inline ops), rank, world,
+--        stop_after = N (optional: checkpoint and return after step N, as if stopped)}
+return function(config, workdir, run)
+  run = run or {}
+  local rank = run.rank or 0
+  local cfg_json = json.encode(config)
+  local function note(s) if rank == 0 then print("NOTE: " .. s) end end
+  local function steps(prefix, cfg, data_size, batch_size, total, fallback)
+    return bv.optim.steps(prefix, json.encode(cfg), data_size, batch_size, total or 0, fallback)
+  end
+  local chrono = chrono_mod.new()  -- first: program time starts here
+  bv.fs.mkdirs(workdir)
+  local mw = metrics.writer(workdir, {enabled = rank == 0})
+
+  -- Resume first: the data must start where the checkpoint left off.
+  local ck = bv.ckpt.load(workdir)
+  if ck and ck.warning then note(ck.warning) end
+
+  -- Data.
+  local batch_size = config.input.batch_size
+  local train_iter, ntrain = bv.data.training(config.input, {
+    seed = config.seed or 0, config = run.config_file, rank = rank, world = run.world or 1,
+    position = ck and ck.state.data_position or 0})
+  local total_steps = steps("total", config, ntrain, batch_size)
+  note(string.format("Running for %d steps, that means %f epochs", total_steps,
+                     total_steps * batch_size / ntrain))
+  local first_batch = train_iter:next()  -- also tells the model the image size
+
+  -- Model: big_vision builds Model(num_classes=config.num_classes, **config.model).
+  local model_cfg = copy(config.model)
+  model_cfg.num_classes = config.num_classes
+  if config.model_name == "vit" and model_cfg.image_size == nil then
+    local shape = first_batch.image:shape()
+    model_cfg.image_size = {shape[2], shape[3]}
+  end
+  local model = bv.models.build(config.model_name, model_cfg)
+  local params = model:init(config.seed or 0)
+  if config.init_head_bias and params["head/bias"] then params["head/bias"]:fill_(config.init_head_bias) end
+  mw:measure("num_params", model:param_count())
+
+  -- Optimizer: big_vision's optax.make (schedules, freezing, clipping, lr_mults, wd).
+  local opt = bv.optim.new(cfg_json, model:param_shapes(),
+                           {total_steps = total_steps, batch_size = batch_size, data_size = ntrain})
+  local rng = bv.rng(config.seed or 0)  -- mixup's stream
+
+  -- Initialise: resume > model_init > scratch.
+  local first_step = 0
+  if ck then
+    for name in pairs(params) do
+      params[name] = ck.tensors["params/" .. name]
+        or error("checkpoint " .. ck.path .. " lacks params/" .. name, 0)
+    end
+    local opt_state = {}
+    for name, t in pairs(ck.tensors) do
+      local rest = name:match("^opt/(.*)$")
+      if rest then opt_state[rest] = t end
+    end
+    opt:load_state(opt_state)
+    rng:set_state(ck.tensors.rng)
+    chrono:load(ck.state.chrono)
+    first_step = ck.step
+    note(string.format("Resumed from %s at step %d", ck.path, first_step))
+  elseif config.model_init then
+    local report
+    params, report = model:load(params, config.model_init, config.model_load)
+    note(string.format("Initialised %d parameters from %s", #report.loaded, config.model_init))
+  end
+
+  -- What evaluators may call, by name (an eval's `pred` key).
+  local predict_fns = {
+    predict = function(p, batch) return model:apply(p, batch.image) end,
+  }
+  local function get_steps(prefix, cfg)
+    local n = steps(prefix, cfg, ntrain, batch_size, total_steps, 0)
+    return n > 0 and n or nil
+  end
+  -- Evaluators' data workers load the config file too, for ops it registers inline.
+  local eval_config = copy(config)
+  eval_config.evals = {}
+  for name, e in pairs(config.evals or {}) do
+    eval_config.evals[name] = copy(e)
+    eval_config.evals[name]._config_file = run.config_file
+  end
+  local evals = evaluators.from_config(eval_config, predict_fns, get_steps)
+
+  local function run_eval(e, step)
+    chrono:pause()
+    note(e.name .. " evaluation...\n" .. chrono:note())
+    chrono:log_timing("z/secs/eval/" .. e.name, function()
+      for _, kv in ipairs(e.evaluator:run(params)) do mw:measure(e.prefix .. kv[1], kv[2]) end
+    end)
+    chrono:resume()
+  end
+
+  local function save(step, keep)
+    chrono:pause()
+    local tensors = {rng = rng:state()}
+    for name, t in pairs(params) do tensors["params/" .. name] = t end
+    for name, t in pairs(opt:state()) do tensors["opt/" .. name] = t end
+    bv.ckpt.save(workdir, step, tensors,
+                 {chrono = chrono:state(), data_position = train_iter:position()}, {keep = keep})
+    chrono:resume()
+  end
+
+  chrono:inform({first_step = first_step, total_steps = total_steps, global_bs = batch_size,
+                 steps_per_epoch = ntrain / batch_size,
+                 measure = function(k, v) mw:measure(k, v) end, write_note = note})
+  -- The initial evaluation, as big_vision: at step 0 (or when resuming a finished run).
+  if first_step == 0 or first_step == total_steps then
+    mw:step_start(first_step)
+    for _, e in ipairs(evals) do
+      if not e.skip_first or first_step == total_steps then run_eval(e, first_step) end
+    end
+    mw:step_end()
+  end
+
+  local log_every = steps("log_training", config, ntrain, batch_size, total_steps)
+  local ckpt_every = steps("ckpt", config, ntrain, batch_size, total_steps, 0)
+  local keep_every = steps("keep_ckpt", config, ntrain, batch_size, total_steps, 0)
+  if keep_every == 0 and ckpt_every > 0 then keep_every = total_steps end
+  local step_opts = {loss = config.loss or "sigmoid_xent", accum_steps = config.accum_steps,
+                     mixup_p = config.mixup and config.mixup.p, rng = rng}
+  local last_checked = first_step
+
+  bv.handle_stop_signals()
+  for step = first_step + 1, total_steps do
+    mw:step_start(step)
+    local batch = first_batch or train_iter:next()
+    first_batch = nil
+    local loss, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, batch.image,
+                                                batch.labels, step_opts)
+    local m = opt:update(params, grads)
+
+    -- big_vision's NaN guard, checked every step; what is already checkpointed stays.
+    for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do
+      if not finite(kv[2]) then
+        error(string.format("%s became nan or inf somewhere within steps [%d, %d]", kv[1],
+                            last_checked + 1, step), 0)
+      end
+    end
+    last_checked = step
+
+    if bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0 then
+      for i, s in ipairs(m.global_schedule) do
+        mw:measure("global_schedule" .. (i > 1 and tostring(i - 1) or ""), s)
+      end
+      mw:measure("training_loss", loss)
+      mw:measure("l2_grads", m.l2_grads)
+      mw:measure("l2_params", m.l2_params)
+      mw:measure("l2_updates", m.l2_updates)
+      chrono:tick(step)
+    end
+
+    local stop = bv.stop_requested() or (run.stop_after == step and "stop_after")
+    local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
+    if stop or keep or bv.optim.itstime(step, ckpt_every, total_steps) then save(step, keep) end
+    if stop then
+      mw:step_end()
+      mw:close()
+      note(string.format("%s received: saved a checkpoint at step %d and stopped", stop, step))
+      return {stopped = step}
+    end
+
+    for _, e in ipairs(evals) do
+      if bv.optim.itstime(step, e.log_steps or 0, total_steps, {first = false}) then run_eval(e, step) end
+    end
+    mw:step_end()
+  end
+  mw:close()
+  note("Done!\n" .. chrono:note())
+  return {params = params, steps = total_steps}
+end
