@@ -27,6 +27,7 @@ return function(config, workdir, run)
     return bv.optim.steps(prefix, json.encode(cfg), data_size, batch_size, total or 0, fallback)
   end
   local chrono = chrono_mod.new()  -- first: program time starts here
+  bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
   local mw = metrics.writer(workdir, {enabled = rank == 0})
 
@@ -140,7 +141,6 @@ return function(config, workdir, run)
                      mixup_p = config.mixup and config.mixup.p, rng = rng}
   local last_checked = first_step
 
-  bv.handle_stop_signals()
   for step = first_step + 1, total_steps do
     mw:step_start(step)
     local batch = first_batch or train_iter:next()
