@@ -15,6 +15,7 @@
 #include "lua_util.h"
 #include "models/gemma.h"
 #include "models/model.h"
+#include "models.h"
 #include "tensor.h"
 
 namespace bv::lua {
@@ -39,20 +40,6 @@ nlohmann::json check_config(lua_State* L, int arg) {
   } catch (const nlohmann::json::exception& e) {
     fail("model config is not valid JSON: ", e.what());
   }
-}
-
-models::Params check_params(lua_State* L, int arg) {
-  luaL_checktype(L, arg, LUA_TTABLE);
-  models::Params params;
-  lua_pushnil(L);
-  while (lua_next(L, arg)) {
-    if (lua_type(L, -2) != LUA_TSTRING) raise(L, "parameter names must be strings");
-    at::Tensor* t = test_tensor(L, -1);
-    if (!t) raise(L, str("parameter '", lua_tostring(L, -2), "' is a ", luaL_typename(L, -1), ", not a tensor"));
-    params[lua_tostring(L, -2)] = *t;
-    lua_pop(L, 1);
-  }
-  return params;
 }
 
 // bv._models.param_specs(name, cfg_json) -> {{name=, shape={...}, dtype=}, ...} sorted by name.
@@ -185,6 +172,20 @@ int models_doc(lua_State* L) {
 }
 
 }  // namespace
+
+models::Params check_params(lua_State* L, int arg) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  models::Params params;
+  lua_pushnil(L);
+  while (lua_next(L, arg)) {
+    if (lua_type(L, -2) != LUA_TSTRING) raise(L, "parameter names must be strings");
+    at::Tensor* t = test_tensor(L, -1);
+    if (!t) raise(L, str("parameter '", lua_tostring(L, -2), "' is a ", luaL_typename(L, -1), ", not a tensor"));
+    params[lua_tostring(L, -2)] = *t;
+    lua_pop(L, 1);
+  }
+  return params;
+}
 
 void open_models(lua_State* L) {
   static const luaL_Reg functions[] = {

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "lua_util.h"
+#include "models.h"
 #include "models/model.h"
 #include "rng.h"
 #include "tensor.h"
@@ -13,20 +14,6 @@ namespace bv::lua {
 
 namespace {
 
-models::Params table_to_params(lua_State* L, int arg) {
-  luaL_checktype(L, arg, LUA_TTABLE);
-  models::Params params;
-  lua_pushnil(L);
-  while (lua_next(L, arg)) {
-    if (lua_type(L, -2) != LUA_TSTRING) raise(L, "parameter names must be strings");
-    at::Tensor* t = test_tensor(L, -1);
-    if (!t) raise(L, str("parameter '", lua_tostring(L, -2), "' is not a tensor"));
-    params[lua_tostring(L, -2)] = *t;
-    lua_pop(L, 1);
-  }
-  return params;
-}
-
 // bv.train.loss_and_grads(model_name, cfg_json, params, images, labels [, opts])
 //   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...)}
 //   -> loss (number), grads (table name -> tensor)
@@ -34,7 +21,7 @@ int train_loss_and_grads(lua_State* L) {
   const models::ModelApi* model = models::find_model(luaL_checkstring(L, 1));
   if (!model) raise(L, str("unknown model '", lua_tostring(L, 1), "'"));
   nlohmann::json cfg = nlohmann::json::parse(luaL_checkstring(L, 2));
-  models::Params params = table_to_params(L, 3);
+  models::Params params = check_params(L, 3);
   at::Tensor images = check_tensor(L, 4), labels = check_tensor(L, 5);
   train::StepOptions opts;
   Rng* rng = nullptr;

@@ -62,6 +62,10 @@ const at::Tensor& param(const Params& params, const std::string& name, const cha
 at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
                  const char* model);
 
+// Appends a sub-model's specs with their names under `prefix` ("img/").
+void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,
+                     const std::string& prefix);
+
 // The parameters under `prefix` ("img/"), with the prefix taken off: a sub-model's own tree.
 Params subtree(const Params& params, const std::string& prefix);
 

@@ -52,14 +52,8 @@ Parts parse_config(const json& cfg) {
 std::vector<ParamSpec> paligemma_param_specs(const json& cfg) {
   Parts p = parse_config(cfg);
   std::vector<ParamSpec> out;
-  for (ParamSpec s : vit_api().param_specs(p.img)) {
-    s.name = "img/" + s.name;
-    out.push_back(s);
-  }
-  for (ParamSpec s : gemma_api().param_specs(p.llm)) {
-    s.name = "llm/" + s.name;
-    out.push_back(s);
-  }
+  append_prefixed(out, vit_api().param_specs(p.img), "img/");
+  append_prefixed(out, gemma_api().param_specs(p.llm), "llm/");
   return out;
 }
 

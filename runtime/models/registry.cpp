@@ -86,6 +86,14 @@ at::Tensor dense(const Params& params, const std::string& name, const at::Tensor
   return at::matmul(x, param(params, name + "/kernel", model)) + param(params, name + "/bias", model);
 }
 
+void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,
+                     const std::string& prefix) {
+  for (ParamSpec& s : specs) {
+    s.name = prefix + s.name;
+    out.push_back(std::move(s));
+  }
+}
+
 Params subtree(const Params& params, const std::string& prefix) {
   Params out;
   for (const auto& [name, t] : params) {

@@ -61,14 +61,8 @@ TowersConfig parse_config(const json& cfg) {
 std::vector<ParamSpec> towers_param_specs(const json& cfg) {
   TowersConfig c = parse_config(cfg);
   std::vector<ParamSpec> out;
-  for (ParamSpec s : vit_api().param_specs(c.img)) {
-    s.name = "img/" + s.name;
-    out.push_back(s);
-  }
-  for (ParamSpec s : text_transformer_api().param_specs(c.txt)) {
-    s.name = "txt/" + s.name;
-    out.push_back(s);
-  }
+  append_prefixed(out, vit_api().param_specs(c.img), "img/");
+  append_prefixed(out, text_transformer_api().param_specs(c.txt), "txt/");
   out.push_back({"t", {1}, at::kFloat, Init::kFixed});
   if (c.has_bias) out.push_back({"b", {1}, at::kFloat, Init::kFixed});
   return out;
