@@ -276,10 +276,10 @@ end)
 
 T.test("the example config loads, takes its args, and saves", function()
   local cfg = config.load(BIT_LINES .. ":flip=true,crop=false")
-  T.eq(cfg.input.pp, 'decode|flip_lr|flip_ud|resize(64)|value_range(-1, 1)|'
+  T.eq(cfg.input.pp, "decode|flip_lr|flip_ud|resize(64, method='area')|value_range(-1, 1)|"
     .. 'onehot(3, key="label", key_result="labels")|keep("image", "labels")')
   local cropped = config.load(BIT_LINES .. ":flip=false,res=32")
-  T.truthy(cropped.input.pp:find("resize(36)|random_crop(32)", 1, true), "crop by default")
+  T.truthy(cropped.input.pp:find("resize(36, method='area')|random_crop(32)", 1, true), "crop by default")
   T.truthy(not cropped.input.pp:find("flip_lr", 1, true), "no flip")
   T.eq(config.load(BIT_LINES .. ":runlocal").input.batch_size, 8)
   T.eq(json.decode(config.to_json(cfg)), cfg)
