@@ -121,6 +121,11 @@ at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t 
   at::Tensor w = kernel_hwio - kernel_hwio.mean({0, 1, 2});
   w = w / (w.std({0, 1, 2}, /*unbiased=*/false) + 1e-5);
   w = w.permute({3, 2, 0, 1});  // HWIO -> OIHW
+  auto [top, bottom] = same_padding(x.size(2), w.size(2), stride);
+  auto [left, right] = same_padding(x.size(3), w.size(3), stride);
+  if (top == bottom && left == right) {
+    return at::conv2d(x, w, {}, stride, {top, left});  // symmetric: the conv pads, no copy
+  }
   return at::conv2d(pad_same(x, w.size(2), stride, 0.0), w, {}, stride);
 }
 

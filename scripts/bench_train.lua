@@ -1,0 +1,30 @@
+-- The training-step benchmark's bvlua side (scripts/bench_train runs it next to PyTorch).
+--   bvlua run scripts/bench_train.lua MODEL RES BATCH STEPS   -> prints steps/s
+-- MODEL: bit26 (BiT-R26x1), vits16 (ViT-S/16), vitti16 (ViT-Ti/16). Random data, SGD.
+local name, res, batch, steps = arg[1], tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4])
+local json = require "bv.json"
+
+local MODELS = {
+  bit26 = {"bit", {depth = 26, width = 1, num_classes = 1000}},
+  vits16 = {"vit", {variant = "S/16", num_classes = 1000, image_size = res}},
+  vitti16 = {"vit", {variant = "Ti/16", num_classes = 1000, image_size = res}},
+}
+local spec = MODELS[name] or error("unknown model " .. tostring(name))
+local model = bv.models.build(spec[1], spec[2])
+local params = model:init(0)
+local opt = bv.optim.new(json.encode({optax_name = "big_vision.sgd", lr = 0.01, schedule = {}}),
+                         model:param_shapes(), {total_steps = steps + 1, batch_size = batch, data_size = batch})
+local rng = bv.rng(0)
+local images = bv.randn({batch, res, res, 3}, rng)
+local labels = bv.zeros({batch, 1000})
+for i = 1, batch do labels[{i, rng:integer(1, 1000)}] = 1 end
+
+local function step()
+  local _, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, images, labels,
+                                           {loss = "softmax_xent"})
+  opt:update(params, grads)
+end
+step()  -- warm-up
+local t0 = bv.clock()
+for _ = 1, steps do step() end
+print(string.format("%.3f", steps / (bv.clock() - t0)))

@@ -1,0 +1,51 @@
+# The training-step benchmark's PyTorch side: the same step (forward, softmax cross-entropy,
+# backward, SGD update) as an eager Python loop with Debian's python3-torch and torchvision.
+#   /usr/bin/python3 scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS -> steps/s
+# bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
+# convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vits16 / vitti16:
+# torchvision's VisionTransformer with ViT-S / Ti sizes.
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torchvision.models.resnet as resnet
+from torchvision.models.vision_transformer import VisionTransformer
+
+name, res, batch, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+class StdConv2d(nn.Conv2d):
+    def forward(self, x):
+        w = self.weight
+        m = w.mean(dim=(1, 2, 3), keepdim=True)
+        s = w.std(dim=(1, 2, 3), keepdim=True, unbiased=False)
+        return nn.functional.conv2d(x, (w - m) / (s + 1e-5), None, self.stride, self.padding)
+
+
+if name == "bit26":
+    nn.Conv2d = StdConv2d  # torchvision's ResNet builds its convolutions from nn.Conv2d
+    resnet.nn.Conv2d = StdConv2d
+    model = resnet.ResNet(resnet.Bottleneck, [2, 2, 2, 2], num_classes=1000,
+                          norm_layer=lambda c: nn.GroupNorm(32, c))
+else:
+    width, heads = (384, 6) if name == "vits16" else (192, 3)
+    model = VisionTransformer(image_size=res, patch_size=16, num_layers=12, num_heads=heads,
+                              hidden_dim=width, mlp_dim=4 * width, num_classes=1000)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+images = torch.randn(batch, 3, res, res)
+labels = torch.randint(0, 1000, (batch,))
+
+
+def step():
+    opt.zero_grad(set_to_none=True)
+    loss = nn.functional.cross_entropy(model(images), labels)
+    loss.backward()
+    opt.step()
+
+
+step()
+t0 = time.perf_counter()
+for _ in range(steps):
+    step()
+print("%.3f" % (steps / (time.perf_counter() - t0)))
