@@ -26,21 +26,10 @@
 namespace ckpt = bv::ckpt;
 using bv::test::contains;
 using bv::test::error_of;
+using bv::test::TempDir;
 
 namespace {
 
-// One scratch directory for the whole run, removed at exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/bv_npz_test_XXXXXX";
-    if (mkdtemp(tmpl)) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
 
 std::string temp_dir() {
   static TempDir dir;

@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <string>
 
 #include "core/error.h"
@@ -24,5 +27,22 @@ std::string error_of(Fn fn) {
 inline bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
+
+// A fresh directory under /tmp, removed with everything in it when the object goes away.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& prefix = "bv_test") {
+    std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
 
 }  // namespace bv::test
