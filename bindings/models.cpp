@@ -96,6 +96,18 @@ int models_apply(lua_State* L) {
   return 2;
 }
 
+// bv._models.relayout(name, params): in place, the model's preferred memory layout.
+int models_relayout(lua_State* L) {
+  const models::ModelApi& m = check_model(L, 1);
+  models::Params params = check_params(L, 2);
+  models::relayout_params(m, params);
+  for (auto& [name, t] : params) {
+    push_tensor(L, t);
+    lua_setfield(L, 2, name.c_str());
+  }
+  return 0;
+}
+
 // bv._models.resample_posemb(posemb, new_tokens)
 int models_resample_posemb(lua_State* L) {
   push_tensor(L, models::resample_posemb(check_tensor(L, 1), check_int(L, 2)));
@@ -192,6 +204,7 @@ void open_models(lua_State* L) {
       BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
       BV_FN("apply", models_apply),             BV_FN("names", models_names),
       BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
+      BV_FN("relayout", models_relayout),
       BV_FN("gemma_prefill", models_gemma_prefill), BV_FN("gemma_extend", models_gemma_extend),
       {nullptr, nullptr},
   };

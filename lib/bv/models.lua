@@ -42,6 +42,14 @@ function Model:init(seed)
   return bv._models.init(self.name, self.cfg_json, seed or 0)
 end
 
+-- Puts parameters in the memory layout the model computes fastest with (BiT: conv kernels in
+-- OIHW memory behind their HWIO shape). Values, names and shapes are unchanged. init already
+-- does it; call it after replacing parameters (resume, model_init). Returns params.
+function Model:relayout(params)
+  bv._models.relayout(self.name, params)
+  return params
+end
+
 -- m:apply(params, input... [, {train = bool}]) -> output, table of intermediate outputs
 function Model:apply(params, ...)
   local args = table.pack(...)

@@ -117,10 +117,12 @@ at::Tensor pad_same(const at::Tensor& x, int64_t k, int64_t s, double value) {
 }
 
 // A weight-standardised conv: per output channel, (w - mean) / (std + 1e-5) over (H, W, In).
+// The kernel is made OIHW-contiguous first: reducing over its inner dims is several times faster
+// than over HWIO's outer ones, and the conv wants OIHW anyway.
 at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t stride) {
-  at::Tensor w = kernel_hwio - kernel_hwio.mean({0, 1, 2});
-  w = w / (w.std({0, 1, 2}, /*unbiased=*/false) + 1e-5);
-  w = w.permute({3, 2, 0, 1});  // HWIO -> OIHW
+  at::Tensor w = kernel_hwio.permute({3, 2, 0, 1}).contiguous();  // HWIO -> OIHW
+  auto [std, mean] = at::std_mean(w, {1, 2, 3}, /*unbiased=*/false, /*keepdim=*/true);
+  w = (w - mean) / (std + 1e-5);
   auto [top, bottom] = same_padding(x.size(2), w.size(2), stride);
   auto [left, right] = same_padding(x.size(3), w.size(3), stride);
   if (top == bottom && left == right) {
@@ -143,7 +145,8 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   BV_CHECK(image.dim() == 4 && image.size(3) == 3, "bit: images must be [n, H, W, 3]");
   auto P = [&](const std::string& name) { return param(params, name, "bit"); };
   Output out;
-  at::Tensor x = image.to(at::kFloat).permute({0, 3, 1, 2});
+  // NCHW-contiguous: GroupNorm and the convs' backward are slower on channels-last strides.
+  at::Tensor x = image.to(at::kFloat).permute({0, 3, 1, 2}).contiguous();
   x = std_conv(x, P("conv_root/kernel"), 2);
   x = at::relu(group_norm(x, params, "gn_root"));
   x = at::max_pool2d(pad_same(x, 3, 2, -std::numeric_limits<double>::infinity()), {3, 3}, {2, 2});
@@ -174,13 +177,27 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   return out;
 }
 
+// Conv kernels keep flax's HWIO shape but get OIHW memory (a permuted view of an OIHW tensor).
+// Then the permute in std_conv is free, the gradients arrive in the same strides as the
+// parameters, and the optimizer's element-wise passes run on matching layouts. ATen's
+// transposing copy of a 3x3x512x512 kernel costs more than the conv's own weight reorder.
+void bit_relayout(Params& params) {
+  for (auto& [name, t] : params) {
+    if (t.dim() != 4 || name.size() < 7 || name.compare(name.size() - 7, 7, "/kernel") != 0) {
+      continue;
+    }
+    at::Tensor oihw = t.permute({3, 2, 0, 1});
+    if (!oihw.is_contiguous()) t = oihw.contiguous().permute({2, 3, 1, 0});
+  }
+}
+
 }  // namespace
 
 const ModelApi& bit_api() {
   static const ModelApi api = {
       "bit", "bit(depth=50, width=1, num_classes=None): big_vision's BiT ResNet-v1 (GroupNorm, "
              "weight standardisation)",
-      bit_param_specs, nullptr, bit_apply};
+      bit_param_specs, nullptr, bit_apply, bit_relayout};
   return api;
 }
 

@@ -43,10 +43,17 @@ struct ModelApi {
   void (*init_fixed)(const nlohmann::json& cfg, Params& params);
   Output (*apply)(const nlohmann::json& cfg, const Params& params,
                   const std::vector<at::Tensor>& inputs, bool train);
+  // Stores parameters in the memory layout apply reads fastest (names, shapes and values stay
+  // the same; only strides change). May be null: row-major is fine.
+  void (*relayout)(Params& params) = nullptr;
 };
 
 const ModelApi* find_model(const std::string& name);  // nullptr when unknown
 std::vector<std::string> model_names();
+
+// The model's preferred memory layout for `params` (a no-op for most models). init_params
+// applies it; call it again after replacing parameters (a checkpoint, model_init).
+void relayout_params(const ModelApi& model, Params& params);
 
 // Fresh parameters for the specs, drawn from a generator seeded by `seed`.
 Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t seed);

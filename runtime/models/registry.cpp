@@ -72,7 +72,12 @@ Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t se
     params[spec.name] = t.to(spec.dtype);
   }
   if (model.init_fixed) model.init_fixed(cfg, params);
+  relayout_params(model, params);
   return params;
+}
+
+void relayout_params(const ModelApi& model, Params& params) {
+  if (model.relayout) model.relayout(params);
 }
 
 const at::Tensor& param(const Params& params, const std::string& name, const char* model) {

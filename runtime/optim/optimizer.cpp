@@ -41,14 +41,27 @@ void check_pattern(const std::string& pattern, const std::string& what) {
            pattern, "'");
 }
 
-// Σ sum(t²) over `ts` as a float32 0-dim tensor (on the tensors' device); 0 for none.
+// Σ sum(t²) over `ts` as a float32 0-dim tensor (on the tensors' device); 0 for none. One read of
+// each tensor (norm, then square the scalar) rather than materialising t².
 at::Tensor sum_squares(const std::vector<at::Tensor>& ts) {
   at::Tensor total;
   for (const auto& t : ts) {
-    at::Tensor s = t.to(at::kFloat).square().sum();
+    at::Tensor s = t.scalar_type() == at::kFloat ? t.norm() : t.to(at::kFloat).norm();
+    s = s * s;
     total = total.defined() ? total + s.to(total.device()) : s;
   }
   return total.defined() ? total : at::zeros({}, at::kFloat);
+}
+
+// State shaped like its parameter takes the parameter's strides: a model may keep parameters in
+// another memory layout (BiT's kernels), and element-wise passes over mismatched strides are
+// several times slower. Values are unchanged.
+void match_layout(NamedTensors& state, const at::Tensor& p) {
+  for (auto& [name, s] : state) {
+    if (s.sizes() == p.sizes() && s.strides() != p.strides()) {
+      s = at::empty_like(p, p.options().dtype(s.scalar_type())).copy_(s);
+    }
+  }
 }
 
 }  // namespace
@@ -267,11 +280,12 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
         gi = at::where(norm < *m.clip_norm, gi, gi / norm * *m.clip_norm);
       }
       // Δθ = -sched(k) * (lr * lr_mult * opt(g) + wd * wd_mult * θ), in optax's chain order.
+      // The scalars are folded first, so that the update is one or two passes over memory.
+      match_layout(leaf.state, p);
       at::Tensor u = m.transform->update(gi, leaf.state, m.count);
-      u = u * m.lr;
-      if (leaf.lr_mult) u = u * *leaf.lr_mult;
-      if (leaf.wd) u = u + p * *leaf.wd;
-      u = (u * static_cast<double>(sched[leaf.schedule])).neg();
+      double k = static_cast<double>(sched[leaf.schedule]);
+      double lr = m.lr * (leaf.lr_mult ? *leaf.lr_mult : 1.0);
+      u = leaf.wd ? at::mul(p, -k * *leaf.wd).add_(u, -k * lr) : at::mul(u, -k * lr);
       p.add_(u);
       updates.push_back(u);
     }

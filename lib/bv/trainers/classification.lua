@@ -84,6 +84,7 @@ return function(config, workdir, run)
     params, report = model:load(params, config.model_init, config.model_load)
     note(string.format("Initialised %d parameters from %s", #report.loaded, config.model_init))
   end
+  model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
 
   -- What evaluators may call, by name (an eval's `pred` key).
   local predict_fns = {
