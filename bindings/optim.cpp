@@ -130,19 +130,30 @@ int optim_new(lua_State* L) {
   return 1;
 }
 
-// opt:update(params, grads) -> {l2_grads=, l2_updates=, l2_params=, global_schedule={...}}
+// opt:update(params, grads [, {norms = false}]) -> {l2_grads=, l2_updates=, l2_params=,
+// global_schedule={...}}; with norms = false, l2_updates and l2_params are left out (cheaper).
 int optim_update(lua_State* L) {
   optim::Optimizer& opt = check_optimizer(L, 1);
   auto params = check_named_tensors(L, 2, "params");
   auto grads = check_named_tensors(L, 3, "grads");
-  optim::UpdateMetrics m = opt.update(params, grads);  // the tensors share the Lua ones' storage
+  bool all_norms = true;
+  if (!lua_isnoneornil(L, 4)) {
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_getfield(L, 4, "norms");
+    all_norms = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  // The tensors share the Lua ones' storage: params change in place.
+  optim::UpdateMetrics m = opt.update(params, grads, all_norms);
   lua_createtable(L, 0, 4);
   lua_pushnumber(L, m.l2_grads);
   lua_setfield(L, -2, "l2_grads");
-  lua_pushnumber(L, m.l2_updates);
-  lua_setfield(L, -2, "l2_updates");
-  lua_pushnumber(L, m.l2_params);
-  lua_setfield(L, -2, "l2_params");
+  if (all_norms) {
+    lua_pushnumber(L, m.l2_updates);
+    lua_setfield(L, -2, "l2_updates");
+    lua_pushnumber(L, m.l2_params);
+    lua_setfield(L, -2, "l2_params");
+  }
   lua_createtable(L, static_cast<int>(m.global_schedule.size()), 0);
   for (size_t i = 0; i < m.global_schedule.size(); ++i) {
     lua_pushnumber(L, m.global_schedule[i]);

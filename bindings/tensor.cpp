@@ -435,6 +435,11 @@ int t_contiguous(lua_State* L) {
   return 1;
 }
 
+int t_is_contiguous(lua_State* L) {
+  lua_pushboolean(L, check_tensor(L, 1).is_contiguous());
+  return 1;
+}
+
 int t_tostring(lua_State* L) {
   auto* t = static_cast<at::Tensor*>(luaL_checkudata(L, 1, kTensorMeta));
   lua_pushstring(L, t->defined() ? tensor_summary(*t).c_str() : "Tensor[released]");
@@ -837,6 +842,7 @@ void open_tensor(lua_State* L) {
       BV_FN("numel", t_numel),       BV_FN("nbytes", t_nbytes),       BV_FN("dtype", t_dtype),
       BV_FN("device", t_device),     BV_FN("item", t_item),           BV_FN("totable", t_totable),
       BV_FN("to", t_to),             BV_FN("clone", t_clone),         BV_FN("contiguous", t_contiguous),
+      BV_FN("is_contiguous", t_is_contiguous),
       BV_FN("format", t_format),     BV_FN("add", t_add),             BV_FN("sub", t_sub),
       BV_FN("mul", t_mul),           BV_FN("div", t_div),             BV_FN("pow", t_pow),
       BV_FN("eq", t_eq),             BV_FN("ne", t_ne),               BV_FN("lt", t_lt),

@@ -22,7 +22,7 @@ for i = 1, batch do labels[{i, rng:integer(1, 1000)}] = 1 end
 local function step()
   local _, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, images, labels,
                                            {loss = "softmax_xent"})
-  opt:update(params, grads)
+  opt:update(params, grads, {norms = false})  -- as the trainer between log steps
 end
 step()  -- warm-up
 local t0 = bv.clock()

@@ -148,7 +148,7 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   // NCHW-contiguous: GroupNorm and the convs' backward are slower on channels-last strides.
   at::Tensor x = image.to(at::kFloat).permute({0, 3, 1, 2}).contiguous();
   x = std_conv(x, P("conv_root/kernel"), 2);
-  x = at::relu(group_norm(x, params, "gn_root"));
+  x = group_norm(x, params, "gn_root").relu_();
   x = at::max_pool2d(pad_same(x, 3, 2, -std::numeric_limits<double>::infinity()), {3, 3}, {2, 2});
   out.aux.emplace_back("stem", nhwc(x));
   for (size_t s = 0; s < c.blocks.size(); ++s) {
@@ -159,10 +159,12 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
       if (params.count(p + "conv_proj/kernel")) {
         residual = group_norm(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
       }
-      at::Tensor y = at::relu(group_norm(std_conv(x, P(p + "conv1/kernel"), 1), params, p + "gn1"));
-      y = at::relu(group_norm(std_conv(y, P(p + "conv2/kernel"), stride), params, p + "gn2"));
+      // In place where autograd allows it (GroupNorm's backward does not need its output): fewer
+      // passes over the activations, as torchvision's ResNet does.
+      at::Tensor y = group_norm(std_conv(x, P(p + "conv1/kernel"), 1), params, p + "gn1").relu_();
+      y = group_norm(std_conv(y, P(p + "conv2/kernel"), stride), params, p + "gn2").relu_();
       y = group_norm(std_conv(y, P(p + "conv3/kernel"), 1), params, p + "gn3");
-      x = at::relu(residual + y);
+      x = y.add_(residual).relu_();
     }
     out.aux.emplace_back("stage" + std::to_string(s + 1), nhwc(x));
   }

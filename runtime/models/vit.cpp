@@ -257,30 +257,48 @@ at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& scale, const at::Te
   return at::layer_norm(x, {x.size(-1)}, scale, bias, 1e-6);
 }
 
+// x @ kernel + bias over the last dim, as one GEMM with the bias fused (addmm), which is what
+// torch's nn.Linear runs; matmul-then-add is a second pass over the output.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& kernel, const at::Tensor& bias) {
+  int64_t in = kernel.size(0), out = kernel.size(1);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  return at::addmm(bias, x.reshape({-1, in}), kernel).view(shape);
+}
+
 // flax's MultiHeadDotProductAttention: q/k/v kernels [D, H, Dh], out kernel [H, Dh, D].
+// Self-attention projects q, k and v with one GEMM over the concatenated kernels.
 template <typename Get>
 at::Tensor attention(const at::Tensor& q_in, const at::Tensor& kv_in, const Get& p, int64_t heads) {
+  int64_t n = q_in.size(0), lq = q_in.size(1), lk = kv_in.size(1);
   int64_t d = q_in.size(-1), hd = d / heads;
-  auto proj = [&](const at::Tensor& x, const std::string& name) {
-    at::Tensor w = p(name + "/kernel").reshape({d, d});
-    at::Tensor b = p(name + "/bias").reshape({d});
-    at::Tensor y = at::matmul(x, w) + b;  // [n, l, H*Dh]
-    return y.view({x.size(0), x.size(1), heads, hd}).transpose(1, 2);  // [n, H, l, Dh]
+  auto kernel = [&](const char* name) { return p(std::string(name) + "/kernel").reshape({d, d}); };
+  auto bias = [&](const char* name) { return p(std::string(name) + "/bias").reshape({d}); };
+  auto split_heads = [&](const at::Tensor& y, int64_t l) {  // [n, l, H*Dh] -> [n, H, l, Dh]
+    return y.view({n, l, heads, hd}).transpose(1, 2);
   };
-  at::Tensor q = proj(q_in, "query") / std::sqrt(static_cast<double>(hd));
-  at::Tensor k = proj(kv_in, "key");
-  at::Tensor v = proj(kv_in, "value");
+  at::Tensor q, k, v;
+  if (q_in.is_same(kv_in)) {
+    at::Tensor qkv = linear(q_in, at::cat({kernel("query"), kernel("key"), kernel("value")}, 1),
+                            at::cat({bias("query"), bias("key"), bias("value")}));
+    auto parts = qkv.split(d, -1);
+    q = split_heads(parts[0], lq), k = split_heads(parts[1], lk), v = split_heads(parts[2], lk);
+  } else {
+    q = split_heads(linear(q_in, kernel("query"), bias("query")), lq);
+    k = split_heads(linear(kv_in, kernel("key"), bias("key")), lk);
+    v = split_heads(linear(kv_in, kernel("value"), bias("value")), lk);
+  }
+  q = q * (1.0 / std::sqrt(static_cast<double>(hd)));
   at::Tensor w = at::softmax(at::matmul(q, k.transpose(-2, -1)), -1);
-  at::Tensor o = at::matmul(w, v).transpose(1, 2).reshape({q_in.size(0), q_in.size(1), d});
-  return at::matmul(o, p("out/kernel").reshape({d, d})) + p("out/bias");
+  at::Tensor o = at::matmul(w, v).transpose(1, 2).reshape({n, lq, d});
+  return linear(o, p("out/kernel").reshape({d, d}), p("out/bias"));
 }
 
 template <typename Get>
 at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
-  at::Tensor y = at::matmul(x, p("Dense_0/kernel")) + p("Dense_0/bias");
-  y = at::gelu(y, "tanh");
+  at::Tensor y = at::gelu(linear(x, p("Dense_0/kernel"), p("Dense_0/bias")), "tanh");
   if (train && dropout > 0) y = at::dropout(y, dropout, true);
-  return at::matmul(y, p("Dense_1/kernel")) + p("Dense_1/bias");
+  return linear(y, p("Dense_1/kernel"), p("Dense_1/bias"));
 }
 
 }  // namespace
@@ -342,7 +360,7 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
                      .reshape({n, gh, c.patch_h, gw, c.patch_w, 3})
                      .permute({0, 1, 3, 2, 4, 5})
                      .reshape({n, gh * gw, c.patch_h * c.patch_w * 3});
-  x = at::matmul(x, P("embedding/kernel").reshape({-1, c.width})) + P("embedding/bias");
+  x = linear(x, P("embedding/kernel").reshape({-1, c.width}), P("embedding/bias"));
   out.aux.emplace_back("stem", x.view({n, gh, gw, c.width}));
   if (c.posemb == "learn") {
     const at::Tensor& pe = P("pos_embedding");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -232,7 +233,7 @@ Optimizer::Optimizer(const json& config,
 Optimizer::~Optimizer() = default;
 
 UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
-                                const std::map<std::string, at::Tensor>& grads) {
+                                const std::map<std::string, at::Tensor>& grads, bool all_norms) {
   at::NoGradGuard no_grad;  // parameters usually require grad; their update is no graph
   Impl& m = *impl_;
 
@@ -293,14 +294,19 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
   }
   ++m.count;
 
-  // One transfer for the three norms.
-  at::Tensor norms = at::stack({grad_norm.to(at::kCPU), sum_squares(updates).sqrt().to(at::kCPU),
-                                sum_squares(all_params).sqrt().to(at::kCPU)});
-  auto acc = norms.accessor<float, 1>();
   UpdateMetrics metrics;
-  metrics.l2_grads = acc[0];
-  metrics.l2_updates = acc[1];
-  metrics.l2_params = acc[2];
+  if (all_norms) {
+    // One transfer for the three norms.
+    at::Tensor norms = at::stack({grad_norm.to(at::kCPU), sum_squares(updates).sqrt().to(at::kCPU),
+                                  sum_squares(all_params).sqrt().to(at::kCPU)});
+    auto acc = norms.accessor<float, 1>();
+    metrics.l2_grads = acc[0];
+    metrics.l2_updates = acc[1];
+    metrics.l2_params = acc[2];
+  } else {
+    metrics.l2_grads = grad_norm.to(at::kCPU).item<float>();
+    metrics.l2_updates = metrics.l2_params = std::numeric_limits<double>::quiet_NaN();
+  }
   metrics.global_schedule.assign(sched.begin(), sched.end());
   return metrics;
 }

@@ -44,9 +44,11 @@ class Optimizer {
   ~Optimizer();
 
   // One update: params (name -> tensor, changed in place) from grads (name -> tensor; frozen
-  // parameters may be missing). Increments count().
+  // parameters may be missing). Increments count(). l2_grads is always computed (the NaN guard
+  // and clipping need it); l2_updates and l2_params only with `all_norms` (else NaN), as each is
+  // one more pass over every parameter and a trainer needs them at log steps only.
   UpdateMetrics update(std::map<std::string, at::Tensor>& params,
-                       const std::map<std::string, at::Tensor>& grads);
+                       const std::map<std::string, at::Tensor>& grads, bool all_norms = true);
 
   int64_t count() const;        // updates done so far (big_vision's get_count)
   bool frozen(const std::string& name) const;

@@ -127,6 +127,30 @@ T.test("BiT: R50x1 count, shapes, outputs", function()
   T.raises(function() bv.models.build("bit", {depth = 34}) end, "unknown depth 34")
 end)
 
+T.test("BiT keeps conv kernels in OIHW memory; relayout puts loaded ones back", function()
+  local m = bv.models.build("bit", {depth = {1, 1}, width = 0.5, num_classes = 3})
+  local p = m:init(0)
+  local name = "block2/unit1/conv2/kernel"
+  T.eq(p[name]:shape(), {3, 3, 64, 64})  -- flax's HWIO shape...
+  T.eq(p[name]:is_contiguous(), false)   -- ...over OIHW memory
+  T.eq(p["head/kernel"]:is_contiguous(), true)
+  local x = bv.randn({2, 16, 16, 3}, bv.rng(1))
+  local want = m:apply(p, x)
+  local rowmajor = {}  -- what a checkpoint or model_init gives back
+  for n, t in pairs(p) do rowmajor[n] = t:contiguous() end
+  T.eq(rowmajor[name]:is_contiguous(), true)
+  T.truthy((m:apply(rowmajor, x) - want):abs():max():item() < 1e-5, "same outputs either way")
+  T.truthy(m:relayout(rowmajor) == rowmajor, "relayout returns the table")
+  T.eq(rowmajor[name]:is_contiguous(), false)
+  T.truthy(rowmajor[name] == p[name], "values unchanged")
+  T.truthy(m:apply(rowmajor, x) == want, "the same outputs as after init")
+  local vit = bv.models.build("vit", {variant = "mu/4", image_size = 8})
+  local vp = vit:init(0)
+  vit:relayout(vp)  -- no preference: nothing changes
+  T.eq(vp["embedding/kernel"]:is_contiguous(), true)
+  T.raises(function() m:relayout({[name] = 3}) end, "is a number, not a tensor")
+end)
+
 T.test("Gemma: 2B count and shapes, tiny forward, scan and per-layer forms", function()
   local m = bv.models.build("ppp.gemma", {variant = "gemma_2b"})
   local s = shapes(m)

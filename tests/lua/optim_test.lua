@@ -82,6 +82,24 @@ T.test("optimizer on a ViT: frozen by regex, warmup, schedules, state", function
   T.near(m2.l2_params, math.sqrt(sq), 1e-3 * math.sqrt(sq))
 end)
 
+T.test("update without the extra norms: same parameters, no l2_updates/l2_params", function()
+  local a = bv.optim.new(json.encode(config), shapes, ctx)
+  local b = bv.optim.new(json.encode(config), shapes, ctx)
+  local pa, pb = model:init(0), model:init(0)
+  local rng = bv.rng(3)
+  for _ = 1, 3 do
+    local g = random_grads(rng)
+    local ma = a:update(pa, g)
+    local mb = b:update(pb, g, {norms = false})
+    T.eq(mb.l2_grads, ma.l2_grads)
+    T.eq(mb.l2_updates, nil)
+    T.eq(mb.l2_params, nil)
+    T.truthy(ma.l2_updates > 0, "l2_updates by default")
+  end
+  for name, t in pairs(pa) do T.truthy(pb[name] == t, name .. " differs") end
+  T.raises(function() a:update(pa, random_grads(rng), 5) end, "table expected")
+end)
+
 T.test("state() and load_state() resume identically", function()
   local a = bv.optim.new(json.encode(config), shapes, ctx)
   local params = model:init(0)

@@ -148,7 +148,8 @@ return function(config, workdir, run)
     first_batch = nil
     local loss, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, batch.image,
                                                 batch.labels, step_opts)
-    local m = opt:update(params, grads)
+    local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
+    local m = opt:update(params, grads, {norms = log_now})  -- l2_params/l2_updates cost a pass
 
     -- big_vision's NaN guard, checked every step; what is already checkpointed stays.
     for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do
@@ -159,7 +160,7 @@ return function(config, workdir, run)
     end
     last_checked = step
 
-    if bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0 then
+    if log_now then
       for i, s in ipairs(m.global_schedule) do
         mw:measure("global_schedule" .. (i > 1 and tostring(i - 1) or ""), s)
       end
