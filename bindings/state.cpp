@@ -46,6 +46,19 @@ int machine_clock(lua_State* L) {
   return 1;
 }
 
+// bv.rematch(pattern, text): Python's re.match (a prefix) -> nil, or {[0] = the matched prefix,
+// group 1, group 2, ...}.
+int machine_rematch(lua_State* L) {
+  std::vector<std::string> groups;
+  if (!regex_match_prefix(luaL_checkstring(L, 1), luaL_checkstring(L, 2), &groups)) return 0;
+  lua_createtable(L, static_cast<int>(groups.size()), 0);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    lua_pushlstring(L, groups[i].data(), groups[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i));
+  }
+  return 1;
+}
+
 // bv.fullmatch(pattern, text): Python's re.fullmatch for config regexes.
 int machine_fullmatch(lua_State* L) {
   lua_pushboolean(L, regex_fullmatch(luaL_checkstring(L, 1), luaL_checkstring(L, 2)));
@@ -113,6 +126,7 @@ int open_native(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),
+      BV_FN("rematch", machine_rematch),
       BV_FN("handle_stop_signals", machine_handle_stop_signals),
       BV_FN("stop_requested", machine_stop_requested),
       {nullptr, nullptr},

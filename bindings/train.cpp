@@ -15,7 +15,8 @@ namespace bv::lua {
 namespace {
 
 // bv.train.loss_and_grads(model_name, cfg_json, params, images, labels [, opts])
-//   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...)}
+//   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...),
+//           autocast = "bfloat16" (or "float16"; default float32)}
 //   -> loss (number), grads (table name -> tensor)
 int train_loss_and_grads(lua_State* L) {
   const models::ModelApi* model = models::find_model(luaL_checkstring(L, 1));
@@ -32,9 +33,11 @@ int train_loss_and_grads(lua_State* L) {
     if (!lua_isnil(L, -1)) opts.accum_steps = check_int(L, -1);
     lua_getfield(L, 6, "mixup_p");
     if (!lua_isnil(L, -1)) opts.mixup_p = luaL_checknumber(L, -1);
+    lua_getfield(L, 6, "autocast");
+    if (!lua_isnil(L, -1)) opts.autocast = luaL_checkstring(L, -1);
     lua_getfield(L, 6, "rng");
     if (!lua_isnil(L, -1)) rng = &check_rng(L, lua_gettop(L));
-    lua_pop(L, 4);
+    lua_pop(L, 5);
   }
   train::Gradients g = train::loss_and_grads(*model, cfg, params, images, labels, opts, rng);
   lua_pushnumber(L, g.loss);

@@ -229,7 +229,8 @@ function Chrono:tick(step, measure, write_note)
 
   local dt = now - self.prev_time - self.paused_time
   local ncores = self:_device_count_now()
-  measure("img/sec/core", self.global_bs * ds / dt / ncores)
+  self.img_per_sec = self.global_bs * ds / dt  -- for the progress line
+  measure("img/sec/core", self.img_per_sec / ncores)
 
   self.accum_train_time = self.accum_train_time + dt
   self.accum_pause_time = self.accum_pause_time + self.paused_time
@@ -243,10 +244,11 @@ function Chrono:tick(step, measure, write_note)
   local elapsed = now - self.train_start_time
   local steps_timed = step - self.train_start_step
   local steps_todo = self.total_steps - step
+  self.eta = elapsed / steps_timed * steps_todo  -- seconds, for the progress line
   self._note = steps_note(step, self.total_steps)
     .. "\nWalltime:" .. M.hms(self.accum_program_time)
     .. " (" .. M.hms(self.accum_pause_time) .. " eval)"
-    .. "\nETA:" .. M.hms(elapsed / steps_timed * steps_todo)
+    .. "\nETA:" .. M.hms(self.eta)
     .. "\nTotal train time:" .. M.hms(elapsed / steps_timed * self.total_steps)
   write_note(self._note)
 

@@ -13,6 +13,7 @@
 -- ": " separators, keys in the order they were measured, NaN/Infinity for non-finite floats), so
 -- big_vision's notebooks read our files and metrics.read reads theirs.
 local json = require "bv.json"
+local progress = require "bv.progress"
 
 local M = {}
 
@@ -127,14 +128,6 @@ local function value_json(v)
   return py_float(v)
 end
 
--- Whether stdout is a terminal. `test -t 1` runs in a child that shares our stdout (os.execute
--- goes through system(), unlike io.popen which gives the child a pipe).
-local stdout_tty
-local function stdout_is_tty()
-  if stdout_tty == nil then stdout_tty = os.execute("test -t 1") == true end
-  return stdout_tty
-end
-
 -- The writer ---------------------------------------------------------------------------------
 
 local Writer = {}
@@ -142,8 +135,9 @@ Writer.__index = Writer
 
 -- workdir: where big_vision_metrics.txt goes (nil: log only). opts.enabled (default true):
 -- false on processes other than 0, which log but write nothing. opts.print(line) replaces the
--- log output (default: stdout, flushed); opts.color forces the colour escape on or off (default:
--- on when stdout is a terminal).
+-- log output (default: stdout, flushed); opts.show(name) -> bool picks the measurements that get
+-- a log line (default: all; a trainer shows training metrics on its progress line instead);
+-- opts.color forces the colour escape on or off (default: on when stdout is a terminal).
 function M.writer(workdir, opts)
   opts = opts or {}
   if workdir ~= nil and type(workdir) ~= "string" then
@@ -157,7 +151,8 @@ function M.writer(workdir, opts)
     io.stdout:write(line, "\n")
     io.stdout:flush()
   end
-  if opts.color == nil then self._color = stdout_is_tty() else self._color = opts.color end
+  self._show = opts.show or function() return true end
+  if opts.color == nil then self._color = progress.stdout_is_tty() else self._color = opts.color end
   self:step_start(0)  -- as big_vision: measurements before the first step_start go to step 0
   return self
 end
@@ -178,12 +173,14 @@ function Writer:measure(name, value)
     error("metrics: measure needs a string name, got " .. type(name), 2)
   end
   local v = to_value(name, value)
-  local shown = type(v) == "table" and shape_str(v) or py_float_str(v)
-  local step = py_int(self.step)
-  if self._color then
-    self._print(string.format("\27[35m[%s]\27[0m %s = %s", step, name, shown))
-  else
-    self._print(string.format("[%s] %s = %s", step, name, shown))
+  if self._show(name) then
+    local shown = type(v) == "table" and shape_str(v) or py_float_str(v)
+    local step = py_int(self.step)
+    if self._color then
+      self._print(string.format("\27[35m[%s]\27[0m %s = %s", step, name, shown))
+    else
+      self._print(string.format("[%s] %s = %s", step, name, shown))
+    end
   end
   if self._values[name] == nil then self._names[#self._names + 1] = name end
   self._values[name] = v

@@ -3,13 +3,16 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <vector>
 
 #include "core/error.h"
 
 namespace bv {
 
-bool regex_fullmatch(const std::string& pattern, const std::string& text) {
-  // Compiling a std::regex is slow; configs reuse a handful of patterns, so keep them.
+namespace {
+
+// Compiling a std::regex is slow; configs reuse a handful of patterns, so keep them.
+const std::regex& compiled(const std::string& pattern) {
   static std::mutex mu;
   static std::map<std::string, std::regex> cache;
   const std::regex* re;
@@ -25,7 +28,26 @@ bool regex_fullmatch(const std::string& pattern, const std::string& text) {
     }
     re = &it->second;
   }
-  return std::regex_match(text, *re);
+  return *re;
+}
+
+}  // namespace
+
+bool regex_fullmatch(const std::string& pattern, const std::string& text) {
+  return std::regex_match(text, compiled(pattern));
+}
+
+bool regex_match_prefix(const std::string& pattern, const std::string& text,
+                        std::vector<std::string>* groups) {
+  std::smatch m;
+  if (!std::regex_search(text, m, compiled(pattern), std::regex_constants::match_continuous)) {
+    return false;
+  }
+  if (groups) {
+    groups->clear();
+    for (const auto& g : m) groups->push_back(g.str());
+  }
+  return true;
 }
 
 }  // namespace bv

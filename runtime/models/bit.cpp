@@ -131,8 +131,11 @@ at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t 
   return at::conv2d(pad_same(x, w.size(2), stride, 0.0), w, {}, stride);
 }
 
+// In the parameters' dtype: under autocast the convs give bfloat16, and GroupNorm's statistics
+// want float32 (libtorch's autocast does not cast group_norm's inputs itself).
 at::Tensor group_norm(const at::Tensor& x, const Params& p, const std::string& name) {
-  return at::group_norm(x, 32, param(p, name + "/scale", "bit"), param(p, name + "/bias", "bit"), 1e-6);
+  const at::Tensor& scale = param(p, name + "/scale", "bit");
+  return at::group_norm(x.to(scale.scalar_type()), 32, scale, param(p, name + "/bias", "bit"), 1e-6);
 }
 
 at::Tensor nhwc(const at::Tensor& x) { return x.permute({0, 2, 3, 1}); }

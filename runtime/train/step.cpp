@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <memory>
+#include <optional>
+
+#include "core/compat.h"
 #include "core/error.h"
 #include "core/tensor_util.h"
 
@@ -51,6 +55,11 @@ Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cf
            " labels");
   BV_CHECK(batch % opts.accum_steps == 0, "batch size ", batch, " is not divisible by accum_steps ",
            opts.accum_steps);
+  std::optional<at::ScalarType> low;
+  if (opts.autocast == "bfloat16") low = at::kBFloat16;
+  else if (opts.autocast == "float16") low = at::kHalf;
+  else BV_CHECK(opts.autocast.empty() || opts.autocast == "float32", "autocast: unknown dtype '",
+                opts.autocast, "' (bfloat16, float16 or float32)");
   at::Tensor x = images.to(at::kFloat), y = labels.to(at::kFloat);
   if (opts.mixup_p > 0) {
     BV_CHECK(rng, "mixup needs a random stream");
@@ -69,7 +78,12 @@ Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cf
   int64_t micro = batch / opts.accum_steps;
   for (int64_t i = 0; i < opts.accum_steps; ++i) {
     at::Tensor xi = x.narrow(0, i * micro, micro), yi = y.narrow(0, i * micro, micro);
-    at::Tensor logits = model.apply(cfg, params, {xi}, /*train=*/true).out;
+    at::Tensor logits;
+    {
+      std::unique_ptr<compat::AutocastGuard> autocast;
+      if (low) autocast = std::make_unique<compat::AutocastGuard>(xi.device().type(), *low);
+      logits = model.apply(cfg, params, {xi}, /*train=*/true).out.to(at::kFloat);
+    }
     at::Tensor loss = per_example_loss(opts.loss, logits, yi).mean() / opts.accum_steps;
     loss.backward();  // gradients add up across micro-batches: their mean is the full batch's
     out.loss += loss.item<double>();

@@ -26,6 +26,10 @@ struct StepOptions {
   std::string loss = "sigmoid_xent";  // big_vision's default
   int64_t accum_steps = 1;            // micro-batches; the gradient equals the full batch's
   double mixup_p = 0;                 // > 0: mixup with a ~ Beta(p, p), a = max(a, 1 - a)
+  // "" (float32) or "bfloat16"/"float16": the forward's matmuls and convolutions run in that
+  // dtype under libtorch's autocast on the images' device; the loss, the gradients and the
+  // parameters stay float32.
+  std::string autocast;
 };
 
 struct Gradients {

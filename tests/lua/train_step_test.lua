@@ -50,6 +50,38 @@ T.test("accum_steps gives the full batch's gradient", function()
            "not divisible by accum_steps 4")
 end)
 
+T.test("bf16 autocast: close to float32, not equal; gradients stay float32", function()
+  local x = bv.randn({4, 8, 8, 3}, bv.rng(4))
+  local y = bv.tensor({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}}, "float32")
+  for _, name in ipairs({"vit", "bit"}) do
+    local cfg = name == "vit" and {variant = "mu/4", num_classes = 3, image_size = 8}
+                or {depth = {1}, width = 0.5, num_classes = 3}
+    local m = bv.models.build(name, cfg)
+    local p = m:init(0)
+    p["head/kernel"] = bv.randn(p["head/kernel"]:shape(), bv.rng(9)) * 0.1
+    local l32, g32 = bv.train.loss_and_grads(name, m.cfg_json, p, x, y, {loss = "softmax_xent"})
+    local l16, g16 = bv.train.loss_and_grads(name, m.cfg_json, p, x, y,
+                                             {loss = "softmax_xent", autocast = "bfloat16"})
+    T.truthy(l16 ~= l32, name .. ": bf16 gave exactly the float32 loss (autocast off?)")
+    T.near(l16, l32, 0.02 * l32, name .. " loss")
+    for k, g in pairs(g32) do
+      T.eq(g16[k]:dtype(), "float32", k)
+      -- Some gradients are ~0 in float32 (a key bias cannot change attention): absolute slack.
+      local d = g16[k] - g
+      local err, scale = math.sqrt((d * d):sum():item()), math.sqrt((g * g):sum():item())
+      T.truthy(err <= 0.1 * scale + 1e-3, string.format("%s %s: %g vs %g", name, k, err, scale))
+    end
+    -- The scope ends with the step: a plain forward afterwards is float32 again.
+    local again = bv.train.loss_and_grads(name, m.cfg_json, p, x, y, {loss = "softmax_xent"})
+    T.eq(again, l32)
+  end
+  T.raises(function()
+    bv.train.loss_and_grads("vit", bv.models.build("vit", {variant = "mu/4", num_classes = 3,
+      image_size = 8}).cfg_json, bv.models.build("vit", {variant = "mu/4", num_classes = 3,
+      image_size = 8}):init(0), x, y, {autocast = "fp8"})
+  end, "autocast: unknown dtype 'fp8'")
+end)
+
 T.test("mixup draws from the given stream", function()
   local m, p = model()
   local x = bv.randn({4, 8, 8, 3}, bv.rng(3))

@@ -7,6 +7,7 @@ local json = require "bv.json"
 local metrics = require "bv.metrics"
 local chrono_mod = require "bv.chrono"
 local evaluators = require "bv.evaluators"
+local progress_mod = require "bv.progress"
 
 local function copy(t)
   local out = {}
@@ -18,18 +19,25 @@ local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge en
 
 -- run = {config_file = "configs/x.lua:arg" (data workers load it for inline ops), rank, world,
 --        stop_after = N (optional: checkpoint and return after step N, as if stopped)}
+-- The trainer keeps run.state = {config, model, params, opt, batch, step} current, so that
+-- `bvlua train --debug` can show them in a REPL when a step fails.
 return function(config, workdir, run)
   run = run or {}
   local rank = run.rank or 0
   local cfg_json = json.encode(config)
-  local function note(s) if rank == 0 then print("NOTE: " .. s) end end
+  -- stdout: notes and eval results as lines, training as one progress line (bv.progress).
+  local progress = progress_mod.new()
+  local function say(s) if rank == 0 then progress:print(s) end end
+  local function note(s) say("NOTE: " .. s) end
   local function steps(prefix, cfg, data_size, batch_size, total, fallback)
     return bv.optim.steps(prefix, json.encode(cfg), data_size, batch_size, total or 0, fallback)
   end
   local chrono = chrono_mod.new()  -- first: program time starts here
   bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
-  local mw = metrics.writer(workdir, {enabled = rank == 0})
+  local mw = metrics.writer(workdir, {enabled = rank == 0, print = say, show = function(name)
+    return name:find("^eval/") or name:find("^z/secs/eval/")  -- the rest: the progress line
+  end})
 
   -- Resume first: the data must start where the checkpoint left off.
   local ck = bv.ckpt.load(workdir)
@@ -41,6 +49,7 @@ return function(config, workdir, run)
     seed = config.seed or 0, config = run.config_file, rank = rank, world = run.world or 1,
     position = ck and ck.state.data_position or 0})
   local total_steps = steps("total", config, ntrain, batch_size)
+  progress.total_steps = total_steps
   note(string.format("Running for %d steps, that means %f epochs", total_steps,
                      total_steps * batch_size / ntrain))
   local first_batch = train_iter:next()  -- also tells the model the image size
@@ -105,7 +114,7 @@ return function(config, workdir, run)
 
   local function run_eval(e, step)
     chrono:pause()
-    note(e.name .. " evaluation...\n" .. chrono:note())
+    note(e.name .. " evaluation...")
     chrono:log_timing("z/secs/eval/" .. e.name, function()
       for _, kv in ipairs(e.evaluator:run(params)) do mw:measure(e.prefix .. kv[1], kv[2]) end
     end)
@@ -124,7 +133,8 @@ return function(config, workdir, run)
 
   chrono:inform({first_step = first_step, total_steps = total_steps, global_bs = batch_size,
                  steps_per_epoch = ntrain / batch_size,
-                 measure = function(k, v) mw:measure(k, v) end, write_note = note})
+                 measure = function(k, v) mw:measure(k, v) end,
+                 write_note = function() end})  -- its estimates are on the progress line
   -- The initial evaluation, as big_vision: at step 0 (or when resuming a finished run).
   if first_step == 0 or first_step == total_steps then
     mw:step_start(first_step)
@@ -139,13 +149,16 @@ return function(config, workdir, run)
   local keep_every = steps("keep_ckpt", config, ntrain, batch_size, total_steps, 0)
   if keep_every == 0 and ckpt_every > 0 then keep_every = total_steps end
   local step_opts = {loss = config.loss or "sigmoid_xent", accum_steps = config.accum_steps,
-                     mixup_p = config.mixup and config.mixup.p, rng = rng}
+                     mixup_p = config.mixup and config.mixup.p, rng = rng,
+                     autocast = config.autocast}  -- "bfloat16": mixed precision forward
   local last_checked = first_step
+  run.state = {config = config, model = model, params = params, opt = opt, step = first_step}
 
   for step = first_step + 1, total_steps do
     mw:step_start(step)
     local batch = first_batch or train_iter:next()
     first_batch = nil
+    run.state.batch, run.state.step = batch, step
     local loss, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, batch.image,
                                                 batch.labels, step_opts)
     local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
@@ -170,6 +183,10 @@ return function(config, workdir, run)
       mw:measure("l2_updates", m.l2_updates)
       chrono:tick(step)
     end
+    -- A terminal sees every step; a log gets a line per log step.
+    if rank == 0 and (log_now or progress.tty) then
+      progress:step(step, {loss = loss, img_per_sec = chrono.img_per_sec, eta = chrono.eta})
+    end
 
     local stop = bv.stop_requested() or (run.stop_after == step and "stop_after")
     local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
@@ -177,6 +194,7 @@ return function(config, workdir, run)
     if stop then
       mw:step_end()
       mw:close()
+      progress:finish()
       note(string.format("%s received: saved a checkpoint at step %d and stopped", stop, step))
       return {stopped = step}
     end
@@ -187,6 +205,7 @@ return function(config, workdir, run)
     mw:step_end()
   end
   mw:close()
+  progress:finish()
   note("Done!\n" .. chrono:note())
   return {params = params, steps = total_steps}
 end
