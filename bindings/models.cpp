@@ -14,6 +14,9 @@
 #include "core/tensor_util.h"
 #include "lua_util.h"
 #include "models/gemma.h"
+#include "models/paligemma.h"
+#include "models/samplers.h"
+#include "rng.h"
 #include "models/model.h"
 #include "models.h"
 #include "tensor.h"
@@ -134,6 +137,12 @@ int cache_gc(lua_State* L) {
   return 0;
 }
 
+void push_cache(lua_State* L, CachePtr cache) {
+  void* p = lua_newuserdatauv(L, sizeof(CachePtr), 0);
+  new (p) CachePtr(std::move(cache));
+  luaL_setmetatable(L, kCacheMeta);
+}
+
 // bv._models.gemma_prefill(cfg_json, params, tokens [B, T], max_len [, input_mask [B, T]])
 //   -> logits [B, T, V], cache
 int models_gemma_prefill(lua_State* L) {
@@ -149,9 +158,7 @@ int models_gemma_prefill(lua_State* L) {
   at::Tensor x = models::gemma::embed(cfg, params, tokens);
   at::Tensor pre = models::gemma::prefill(cfg, params, x, causal, input_mask, max_len, cache.get());
   push_tensor(L, models::gemma::logits(params, pre));
-  void* p = lua_newuserdatauv(L, sizeof(CachePtr), 0);
-  new (p) CachePtr(std::move(cache));
-  luaL_setmetatable(L, kCacheMeta);
+  push_cache(L, std::move(cache));
   return 2;
 }
 
@@ -166,6 +173,40 @@ int models_gemma_extend(lua_State* L) {
   at::Tensor pre = models::gemma::extend(cfg, params, x, cache.get());
   push_tensor(L, models::gemma::logits(params, pre).squeeze(1));
   return 1;
+}
+
+// bv._models.paligemma_prefill(cfg_json, params, image, text, mask_ar, input_mask,
+//                              max_decode_len) -> logits [B, V] after each prompt, cache
+int models_paligemma_prefill(lua_State* L) {
+  nlohmann::json cfg = check_config(L, 1);
+  models::Params params = check_params(L, 2);
+  auto cache = std::make_shared<models::gemma::Cache>();
+  push_tensor(L, models::paligemma::prefill(cfg, params, check_tensor(L, 3), check_tensor(L, 4),
+                                            check_tensor(L, 5), check_tensor(L, 6),
+                                            check_int(L, 7), cache.get()));
+  push_cache(L, std::move(cache));
+  return 2;
+}
+
+// bv._models.paligemma_extend(cfg_json, params, cache, tokens [B]) -> logits [B, V]
+int models_paligemma_extend(lua_State* L) {
+  nlohmann::json cfg = check_config(L, 1);
+  models::Params params = check_params(L, 2);
+  CachePtr& cache = check_cache(L, 3);
+  push_tensor(L, models::paligemma::extend(cfg, params, check_tensor(L, 4), cache.get()));
+  return 1;
+}
+
+// bv._models.sample(logits [B, V], sampler_spec, rng [, tok_mask]) -> tokens [B], logp [B]
+int models_sample(lua_State* L) {
+  at::Tensor logits = check_tensor(L, 1);
+  models::Sampler sampler = models::parse_sampler(luaL_checkstring(L, 2));
+  Rng& rng = check_rng(L, 3);
+  at::Tensor tok_mask = lua_isnoneornil(L, 4) ? at::Tensor() : check_tensor(L, 4);
+  auto [tokens, logp] = models::sample(logits, sampler, rng.gen, tok_mask);
+  push_tensor(L, tokens);
+  push_tensor(L, logp);
+  return 2;
 }
 
 int models_names(lua_State* L) {
@@ -205,6 +246,9 @@ void open_models(lua_State* L) {
       BV_FN("apply", models_apply),             BV_FN("names", models_names),
       BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
       BV_FN("relayout", models_relayout),
+      BV_FN("paligemma_prefill", models_paligemma_prefill),
+      BV_FN("paligemma_extend", models_paligemma_extend),
+      BV_FN("sample", models_sample),
       BV_FN("gemma_prefill", models_gemma_prefill), BV_FN("gemma_extend", models_gemma_extend),
       {nullptr, nullptr},
   };

@@ -62,20 +62,45 @@ function Model:apply(params, ...)
                           table.unpack(args, 1, args.n))
 end
 
--- Decoding with a KV cache (Gemma): prefill runs the prompt once and keeps every layer's keys
--- and values; extend then costs one token per row.
---   local logits, cache = m:prefill(params, tokens, {max_len = 64, input_mask = mask})
---   local next_logits = m:extend(params, cache, next_tokens)   -- next_tokens [B] -> [B, vocab]
+-- Decoding with a KV cache (Gemma, PaliGemma): prefill runs the prompt once and keeps every
+-- layer's keys and values; extend then costs one token per row.
+--   ppp.gemma:
+--     local logits, cache = m:prefill(params, tokens, {max_len = 64, input_mask = mask})
+--     local next_logits = m:extend(params, cache, next_tokens)  -- next_tokens [B] -> [B, vocab]
+--   proj.paligemma.paligemma (the prompt may end in padding, input_mask 0):
+--     local logits, cache = m:prefill(params, {image =, text =, mask_ar =, input_mask =},
+--                                     {max_decode_len = 16})      -- logits [B, vocab]
+local PALIGEMMA = "proj.paligemma.paligemma"
+
 function Model:prefill(params, tokens, opts)
-  if self.name ~= "ppp.gemma" then error("prefill: only ppp.gemma decodes with a cache", 2) end
   opts = opts or {}
+  if self.name == PALIGEMMA then
+    local b = tokens
+    if type(b) ~= "table" or not bv.is_tensor(b.image) or not bv.is_tensor(b.text) then
+      error("prefill: PaliGemma takes a batch table with image and text tensors", 2)
+    end
+    local ones = bv.ones(b.text:shape(), "int64")
+    return bv._models.paligemma_prefill(self.cfg_json, params, b.image, b.text, b.mask_ar or ones,
+                                        b.input_mask or ones, opts.max_decode_len or 0)
+  end
+  if self.name ~= "ppp.gemma" then error("prefill: " .. self.name .. " does not decode", 2) end
   return bv._models.gemma_prefill(self.cfg_json, params, tokens, opts.max_len or tokens:size(2) + 32,
                                   opts.input_mask)
 end
 
 function Model:extend(params, cache, tokens)
-  if self.name ~= "ppp.gemma" then error("extend: only ppp.gemma decodes with a cache", 2) end
+  if self.name == PALIGEMMA then
+    return bv._models.paligemma_extend(self.cfg_json, params, cache, tokens)
+  end
+  if self.name ~= "ppp.gemma" then error("extend: " .. self.name .. " does not decode", 2) end
   return bv._models.gemma_extend(self.cfg_json, params, cache, tokens)
+end
+
+-- One token per row from logits [B, V] by a big_vision sampler spec ("greedy",
+-- "temperature(0.7)", "nucleus(0.9)"), drawing from `rng`; returns tokens [B] and their
+-- log-probabilities [B]. tok_mask: token ids [K] never to sample.
+function M.sample(logits, sampler, rng, tok_mask)
+  return bv._models.sample(logits, sampler or "greedy", rng, tok_mask)
 end
 
 -- ---------------------------------------------------------------------------------------------

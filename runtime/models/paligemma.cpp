@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "models/gemma.h"
 #include "models/model.h"
+#include "models/paligemma.h"
 
 namespace bv::models {
 
@@ -66,6 +67,35 @@ at::Tensor prefix_lm_mask(const at::Tensor& input_mask, const at::Tensor& mask_a
   return sees.logical_and(valid);
 }
 
+struct Embedded {
+  at::Tensor zimg;  // [B, N, D] image tokens
+  at::Tensor x;     // [B, N + T, D] image tokens then scaled text embeddings
+  at::Tensor attn;  // [B, N + T, N + T] the prefix-LM mask
+  at::Tensor full_mask;  // [B, N + T] real tokens
+  int64_t n_img = 0;
+};
+
+// big_vision's embed_image_and_text plus make_attn_mask: image tokens are not scaled, text
+// embeddings are; image tokens join the bidirectional prefix (mask_ar 0, always real).
+Embedded embed_image_and_text(const Parts& p, const Params& params, const at::Tensor& image,
+                              const at::Tensor& text, const at::Tensor& mask_ar,
+                              const at::Tensor& input_mask, bool train) {
+  int64_t B = text.size(0);
+  Embedded e;
+  e.zimg = vit_api().apply(p.img, subtree(params, "img/"), {image}, train).out;  // [B, N, D]
+  BV_CHECK(e.zimg.dim() == 3 && e.zimg.size(0) == B, "paligemma: the image encoder gave [",
+           e.zimg.sizes(), "] for a batch of ", B);
+  e.n_img = e.zimg.size(1);
+  at::Tensor ztxt = gemma::embed(p.llm, subtree(params, "llm/"), text);
+  BV_CHECK(e.zimg.size(2) == ztxt.size(2), "paligemma: image tokens have width ", e.zimg.size(2),
+           " but the LLM has ", ztxt.size(2));
+  e.x = at::cat({e.zimg, ztxt}, 1);
+  at::Tensor full_ar = at::cat({at::zeros({B, e.n_img}, at::kLong), mask_ar.to(at::kLong)}, 1);
+  e.full_mask = at::cat({at::ones({B, e.n_img}, at::kBool), input_mask.to(at::kBool)}, 1);
+  e.attn = prefix_lm_mask(e.full_mask, full_ar);
+  return e;
+}
+
 // inputs: image [B, H, W, 3], text [B, T] (int), and optionally mask_ar [B, T] (default all 1)
 // and input_mask [B, T] (default all true).
 Output paligemma_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
@@ -78,24 +108,15 @@ Output paligemma_apply(const json& cfg, const Params& params, const std::vector<
   int64_t B = text.size(0), T = text.size(1);
   at::Tensor mask_ar = inputs.size() >= 3 ? inputs[2] : at::ones({B, T}, at::kLong);
   at::Tensor input_mask = inputs.size() >= 4 ? inputs[3].to(at::kBool) : at::ones({B, T}, at::kBool);
-  Params img = subtree(params, "img/"), llm = subtree(params, "llm/");
-
-  Output out;
-  at::Tensor zimg = vit_api().apply(p.img, img, {inputs[0]}, train).out;  // [B, N, D], not scaled
-  BV_CHECK(zimg.dim() == 3 && zimg.size(0) == B, "paligemma: the image encoder gave [",
-           zimg.sizes(), "] for a batch of ", B);
-  int64_t n_img = zimg.size(1);
-  at::Tensor ztxt = gemma::embed(p.llm, llm, text);
-  BV_CHECK(zimg.size(2) == ztxt.size(2), "paligemma: image tokens have width ", zimg.size(2),
-           " but the LLM has ", ztxt.size(2));
-  at::Tensor x = at::cat({zimg, ztxt}, 1);
-  at::Tensor full_ar = at::cat({at::zeros({B, n_img}, at::kLong), mask_ar.to(at::kLong)}, 1);
-  at::Tensor full_mask = at::cat({at::ones({B, n_img}, at::kBool), input_mask}, 1);
-  at::Tensor attn = prefix_lm_mask(full_mask, full_ar);
+  Params llm = subtree(params, "llm/");
+  Embedded e = embed_image_and_text(p, params, inputs[0], text, mask_ar, input_mask, train);
+  int64_t n_img = e.n_img;
   at::Tensor positions = at::arange(n_img + T, at::kLong).expand({B, n_img + T});
-  at::Tensor pre = gemma::stack(p.llm, llm, x, attn, positions);
+  at::Tensor pre = gemma::stack(p.llm, llm, e.x, e.attn, positions);
   at::Tensor text_logits = gemma::logits(llm, pre.narrow(1, n_img, T));
-  out.aux.emplace_back("img/zimg", zimg);
+  Output out;
+  at::Tensor attn = e.attn;
+  out.aux.emplace_back("img/zimg", e.zimg);
   out.aux.emplace_back("attn_mask", attn);
   out.aux.emplace_back("text_logits", text_logits);
   out.aux.emplace_back("text_tokens", text_logits.argmax(-1));
@@ -104,6 +125,40 @@ Output paligemma_apply(const json& cfg, const Params& params, const std::vector<
 }
 
 }  // namespace
+
+namespace paligemma {
+
+at::Tensor prefill(const nlohmann::json& cfg, const Params& params, const at::Tensor& image,
+                   const at::Tensor& text, const at::Tensor& mask_ar,
+                   const at::Tensor& input_mask, int64_t max_decode_len, gemma::Cache* cache) {
+  Parts p = parse_config(cfg);
+  BV_CHECK(text.dim() == 2, "paligemma prefill: text must be [batch, length] tokens, got [",
+           text.sizes(), "]");
+  BV_CHECK(mask_ar.sizes() == text.sizes() && input_mask.sizes() == text.sizes(),
+           "paligemma prefill: mask_ar [", mask_ar.sizes(), "] and input_mask [",
+           input_mask.sizes(), "] must have text's shape [", text.sizes(), "]");
+  BV_CHECK(max_decode_len >= 0, "paligemma prefill: max_decode_len must be >= 0");
+  int64_t B = text.size(0), T = text.size(1);
+  Embedded e = embed_image_and_text(p, params, image, text, mask_ar, input_mask, false);
+  int64_t L = e.n_img + T;
+  at::Tensor pre = gemma::prefill(p.llm, subtree(params, "llm/"), e.x, e.attn, e.full_mask,
+                                  L + max_decode_len, cache);
+  // Each row's last real token: the prompt may end in padding.
+  at::Tensor last = (e.full_mask.to(at::kLong) * at::arange(1, L + 1, at::kLong)).amax(1) - 1;
+  at::Tensor picked = pre.gather(1, last.view({B, 1, 1}).expand({B, 1, pre.size(2)}));
+  return gemma::logits(subtree(params, "llm/"), picked).squeeze(1);
+}
+
+at::Tensor extend(const nlohmann::json& cfg, const Params& params, const at::Tensor& tokens,
+                  gemma::Cache* cache) {
+  Parts p = parse_config(cfg);
+  BV_CHECK(tokens.dim() == 1, "paligemma extend: tokens must be [batch], one per row");
+  Params llm = subtree(params, "llm/");
+  at::Tensor x = gemma::embed(p.llm, llm, tokens.unsqueeze(1));
+  return gemma::logits(llm, gemma::extend(p.llm, llm, x, cache)).squeeze(1);
+}
+
+}  // namespace paligemma
 
 const ModelApi& paligemma_api() {
   static const ModelApi api = {

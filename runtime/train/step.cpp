@@ -46,30 +46,26 @@ at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
   fail("unknown loss '", name, "' (softmax_xent or sigmoid_xent)");
 }
 
-Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
-                         const models::Params& params, const at::Tensor& images,
-                         const at::Tensor& labels, const StepOptions& opts, Rng* rng) {
+namespace {
+
+std::optional<at::ScalarType> autocast_dtype(const std::string& name) {
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  BV_CHECK(name.empty() || name == "float32", "autocast: unknown dtype '", name,
+           "' (bfloat16, float16 or float32)");
+  return std::nullopt;
+}
+
+// Forward and backward over accum_steps micro-batches of `batch` rows. forward(start, n) gives
+// the logits of rows [start, start + n) (run under autocast when asked); loss(logits, start, n)
+// the micro-batch's mean loss. Gradients add up; their mean over micro-batches is the batch's.
+template <typename Forward, typename Loss>
+Gradients accumulate(const models::Params& params, int64_t batch, const StepOptions& opts,
+                     const Forward& forward, const Loss& loss_of) {
   BV_CHECK(opts.accum_steps >= 1, "accum_steps must be at least 1, got ", opts.accum_steps);
-  int64_t batch = images.size(0);
-  BV_CHECK(labels.size(0) == batch, "the batch has ", batch, " images but ", labels.size(0),
-           " labels");
   BV_CHECK(batch % opts.accum_steps == 0, "batch size ", batch, " is not divisible by accum_steps ",
            opts.accum_steps);
-  std::optional<at::ScalarType> low;
-  if (opts.autocast == "bfloat16") low = at::kBFloat16;
-  else if (opts.autocast == "float16") low = at::kHalf;
-  else BV_CHECK(opts.autocast.empty() || opts.autocast == "float32", "autocast: unknown dtype '",
-                opts.autocast, "' (bfloat16, float16 or float32)");
-  at::Tensor x = images.to(at::kFloat), y = labels.to(at::kFloat);
-  if (opts.mixup_p > 0) {
-    BV_CHECK(rng, "mixup needs a random stream");
-    // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws; mixing with the batch rolled by one.
-    at::Tensor g = at::_standard_gamma(at::full({2}, opts.mixup_p, at::kDouble), rng->gen);
-    double a = (g[0] / g.sum()).item<double>();
-    a = std::max(a, 1 - a);
-    x = a * x + (1 - a) * at::roll(x, {1}, {0});
-    y = a * y + (1 - a) * at::roll(y, {1}, {0});
-  }
+  std::optional<at::ScalarType> low = autocast_dtype(opts.autocast);
   for (const auto& [name, p] : params) {
     if (!p.requires_grad()) const_cast<at::Tensor&>(p).set_requires_grad(true);
   }
@@ -77,15 +73,14 @@ Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cf
   Gradients out;
   int64_t micro = batch / opts.accum_steps;
   for (int64_t i = 0; i < opts.accum_steps; ++i) {
-    at::Tensor xi = x.narrow(0, i * micro, micro), yi = y.narrow(0, i * micro, micro);
     at::Tensor logits;
     {
       std::unique_ptr<compat::AutocastGuard> autocast;
-      if (low) autocast = std::make_unique<compat::AutocastGuard>(xi.device().type(), *low);
-      logits = model.apply(cfg, params, {xi}, /*train=*/true).out.to(at::kFloat);
+      if (low) autocast = std::make_unique<compat::AutocastGuard>(params.begin()->second.device().type(), *low);
+      logits = forward(i * micro, micro).to(at::kFloat);
     }
-    at::Tensor loss = per_example_loss(opts.loss, logits, yi).mean() / opts.accum_steps;
-    loss.backward();  // gradients add up across micro-batches: their mean is the full batch's
+    at::Tensor loss = loss_of(logits, i * micro, micro) / opts.accum_steps;
+    loss.backward();
     out.loss += loss.item<double>();
   }
   for (const auto& [name, p] : params) {
@@ -96,6 +91,77 @@ Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cf
     }
   }
   return out;
+}
+
+}  // namespace
+
+Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
+                         const models::Params& params, const at::Tensor& images,
+                         const at::Tensor& labels, const StepOptions& opts, Rng* rng) {
+  BV_CHECK(!params.empty(), "loss_and_grads: no parameters");
+  int64_t batch = images.size(0);
+  BV_CHECK(labels.size(0) == batch, "the batch has ", batch, " images but ", labels.size(0),
+           " labels");
+  at::Tensor x = images.to(at::kFloat), y = labels.to(at::kFloat);
+  if (opts.mixup_p > 0) {
+    BV_CHECK(rng, "mixup needs a random stream");
+    // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws; mixing with the batch rolled by one.
+    at::Tensor g = at::_standard_gamma(at::full({2}, opts.mixup_p, at::kDouble), rng->gen);
+    double a = (g[0] / g.sum()).item<double>();
+    a = std::max(a, 1 - a);
+    x = a * x + (1 - a) * at::roll(x, {1}, {0});
+    y = a * y + (1 - a) * at::roll(y, {1}, {0});
+  }
+  return accumulate(
+      params, batch, opts,
+      [&](int64_t start, int64_t n) {
+        return model.apply(cfg, params, {x.narrow(0, start, n)}, /*train=*/true).out;
+      },
+      [&](const at::Tensor& logits, int64_t start, int64_t n) {
+        return per_example_loss(opts.loss, logits, y.narrow(0, start, n)).mean();
+      });
+}
+
+at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets, double label_smoothing) {
+  BV_CHECK(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) &&
+               logits.size(1) == targets.size(1),
+           "token_nll: logits ", shape_string(logits), " and targets ", shape_string(targets),
+           " must be [B, T, V] and [B, T]");
+  at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
+  at::Tensor picked = logp.gather(-1, targets.to(at::kLong).unsqueeze(-1)).squeeze(-1);
+  if (label_smoothing == 0) return -picked;
+  // Σ_v target_v·logp_v with target (1 - s) on the true token and s / (V - 1) on the others.
+  double s = label_smoothing, off = s / static_cast<double>(logits.size(-1) - 1);
+  return -((1 - s) * picked + off * (logp.sum(-1) - picked));
+}
+
+Gradients lm_loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
+                            const models::Params& params, const at::Tensor& image,
+                            const at::Tensor& text, const at::Tensor& mask_ar,
+                            const at::Tensor& mask_loss, const StepOptions& opts) {
+  BV_CHECK(!params.empty(), "lm_loss_and_grads: no parameters");
+  BV_CHECK(text.dim() == 2 && text.size(1) >= 2, "lm_loss_and_grads: text must be [batch, length "
+           ">= 2] tokens, got ", shape_string(text));
+  BV_CHECK(mask_ar.sizes() == text.sizes() && mask_loss.sizes() == text.sizes(),
+           "lm_loss_and_grads: mask_ar ", shape_string(mask_ar), " and mask_loss ",
+           shape_string(mask_loss), " must have text's shape ", shape_string(text));
+  BV_CHECK(image.size(0) == text.size(0), "lm_loss_and_grads: ", image.size(0), " images but ",
+           text.size(0), " texts");
+  int64_t T = text.size(1);
+  at::Tensor x = image.to(at::kFloat), inputs = text.narrow(1, 0, T - 1);
+  at::Tensor ar = mask_ar.narrow(1, 0, T - 1), targets = text.narrow(1, 1, T - 1);
+  at::Tensor weights = mask_loss.narrow(1, 1, T - 1).to(at::kFloat);
+  return accumulate(
+      params, text.size(0), opts,
+      [&](int64_t start, int64_t n) {
+        return model.apply(cfg, params, {x.narrow(0, start, n), inputs.narrow(0, start, n),
+                                         ar.narrow(0, start, n)}, /*train=*/true).out;
+      },
+      [&](const at::Tensor& logits, int64_t start, int64_t n) {
+        at::Tensor w = weights.narrow(0, start, n);
+        at::Tensor nll = token_nll(logits, targets.narrow(0, start, n), opts.label_smoothing);
+        return ((nll * w).sum(1) / w.sum(1).clamp_min(1)).mean();
+      });
 }
 
 }  // namespace bv::train

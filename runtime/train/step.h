@@ -22,6 +22,10 @@ at::Tensor sigmoid_xent(const at::Tensor& logits, const at::Tensor& labels);
 at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
                             const at::Tensor& labels);
 
+// big_vision's PaliGemma token loss: -Σ_v target·log_softmax(logits) per position, [B, T], with
+// target 1 - s on the true token and s / (V - 1) elsewhere (s = label_smoothing).
+at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets, double label_smoothing = 0);
+
 struct StepOptions {
   std::string loss = "sigmoid_xent";  // big_vision's default
   int64_t accum_steps = 1;            // micro-batches; the gradient equals the full batch's
@@ -30,6 +34,7 @@ struct StepOptions {
   // dtype under libtorch's autocast on the images' device; the loss, the gradients and the
   // parameters stay float32.
   std::string autocast;
+  double label_smoothing = 0;         // the prefix-LM loss (lm_loss_and_grads)
 };
 
 struct Gradients {
@@ -42,5 +47,14 @@ struct Gradients {
 Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
                          const models::Params& params, const at::Tensor& images,
                          const at::Tensor& labels, const StepOptions& opts, Rng* rng);
+
+// The prefix-LM step (big_vision's trainers/proj/paligemma/train.py): logits of
+// model(image, text[:, :-1], mask_ar[:, :-1]) predict text[:, 1:]; token losses weighted by
+// mask_loss[:, 1:] are summed per example and divided by max(Σ weights, 1); the loss is the batch
+// mean. text, mask_ar, mask_loss are [B, T].
+Gradients lm_loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,
+                            const models::Params& params, const at::Tensor& image,
+                            const at::Tensor& text, const at::Tensor& mask_ar,
+                            const at::Tensor& mask_loss, const StepOptions& opts);
 
 }  // namespace bv::train

@@ -116,7 +116,9 @@ return function(config, workdir, run)
     chrono:pause()
     note(e.name .. " evaluation...")
     chrono:log_timing("z/secs/eval/" .. e.name, function()
-      for _, kv in ipairs(e.evaluator:run(params)) do mw:measure(e.prefix .. kv[1], kv[2]) end
+      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step})) do
+        mw:measure(e.prefix .. kv[1], kv[2])
+      end
     end)
     chrono:resume()
   end
