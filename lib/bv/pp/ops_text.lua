@@ -1,4 +1,5 @@
--- big_vision's text pp ops that need no tokenizer (pp/ops_text.py): strfmt and lower.
+-- big_vision's text pp ops (pp/ops_text.py): strfmt and lower here, the tokenizing ones in
+-- ops_tokenizer.lua (loaded at the end).
 local pp = require "bv.pp"
 
 -- Shortest decimal that reads back as the same float32, like TF's float printing.
@@ -89,3 +90,6 @@ pp.register("lower", pp.inkeyoutkey(function()
     error("lower: expected a string or a list of strings, got a " .. type(x), 0)
   end
 end, "text", "text"), "lower(): lower-cases a string or a list of strings (ASCII)")
+
+-- The ops that need a tokenizer (tokenize, and PaliGemma's tok, tolen, masked_concat).
+require "bv.pp.ops_tokenizer"
