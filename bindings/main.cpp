@@ -23,7 +23,7 @@ const char* kUsage =
     "  -e CODE                    run a chunk of Lua\n"
     "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
     "                             resolve a config (see `bvlua train --help`)\n"
-    "  repl                       an interactive Lua prompt\n"
+    "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
     "\n"
     "options:\n"
     "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores)\n"
@@ -143,18 +143,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "repl" && wants_help) {
-    std::puts("usage: bvlua repl\n\nAn interactive Lua prompt with the `bv` library loaded. An "
-              "expression prints its value; a trailing ';' keeps it quiet; Ctrl-D exits.");
+    std::puts("usage: bvlua repl [WORKDIR | FILE.npz | FILE.safetensors | WORKDIR/ckpt-N]\n\n"
+              "An interactive Lua prompt with the `bv` library loaded. An expression prints its "
+              "value; a\ntrailing ';' keeps it quiet; Tab completes; `?name` shows a doc; `?` "
+              "explains the rest.\nCtrl-C stops a command, Ctrl-D exits. With a WORKDIR: `run`, "
+              "`config` and `ckpt` (its\nlatest checkpoint); with a checkpoint file: `ckpt`, "
+              "opened lazily (`ckpt:tree()`).");
     return 0;
   }
   if (command == "run" && rest.empty()) return usage_error("run: missing SCRIPT.lua");
   if (command == "-e" && rest.empty()) return usage_error("-e: missing CODE");
-  if (command == "repl" && !rest.empty()) return usage_error("repl: unexpected argument '" + rest[0] + "'");
 
   lua_State* L = nullptr;
   try {
     bv::set_threads(threads);
     L = bv::lua::new_state(bv::lua::find_lib_dir(argv[0]));
+    bv::lua::preload_repl(L);  // `bvlua repl`, and `bvlua train --debug` on an error
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bvlua: %s\n", e.what());
     return 1;
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
   } else if (command == "train") {
     code = run_lua_command(L, "bv.commands.train", rest);
   } else {
-    code = bv::lua::run_repl(L);
+    code = run_lua_command(L, "bv.repl", rest);
   }
   lua_close(L);
   return code;

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "lua_util.h"
 #include "optim/optimizer.h"
+#include "optim/transforms.h"
 #include "tensor.h"
 
 namespace bv::lua {
@@ -257,6 +258,17 @@ int optim_itstime(lua_State* L) {
   return 1;
 }
 
+// bv.optim.docs() -> {[optax_name] = one-line doc}, for the REPL's `?name`.
+int optim_docs(lua_State* L) {
+  const auto& docs = optim::transform_docs();
+  lua_createtable(L, 0, static_cast<int>(docs.size()));
+  for (const auto& [name, doc] : docs) {
+    lua_pushlstring(L, doc.data(), doc.size());
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
 }  // namespace
 
 void open_optim(lua_State* L) {
@@ -278,7 +290,7 @@ void open_optim(lua_State* L) {
 
   static const luaL_Reg functions[] = {
       BV_FN("new", optim_new), BV_FN("steps", optim_steps), BV_FN("itstime", optim_itstime),
-      {nullptr, nullptr},
+      BV_FN("docs", optim_docs), {nullptr, nullptr},
   };
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);

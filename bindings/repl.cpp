@@ -1,18 +1,261 @@
 #include "repl.h"
 
+#include <dirent.h>
+#include <editline/readline.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "lua_util.h"
 
 namespace bv::lua {
 
 namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C. While a command runs, SIGINT sets a debug hook (lua.c's way: lua_sethook is safe to
+// call from a signal handler) that raises "interrupted" at the next Lua instruction, so a
+// runaway loop ends with an ordinary error and the prompt comes back. Native code cannot be
+// stopped in the middle; a second Ctrl-C before the hook has fired kills the process as usual.
+// At the prompt, SIGINT only sets a flag that the line reader turns into "discard this line".
+
+std::atomic<lua_State*> g_running{nullptr};
+volatile sig_atomic_t g_hook_pending = 0;
+volatile sig_atomic_t g_prompt_interrupt = 0;
+
+void interrupt_hook(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  g_hook_pending = 0;
+  luaL_error(L, "interrupted (Ctrl-C)");
+}
+
+extern "C" void on_sigint(int) {
+  lua_State* L = g_running.load();
+  if (L == nullptr) {
+    g_prompt_interrupt = 1;
+    return;
+  }
+  if (g_hook_pending) {
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+    return;
+  }
+  g_hook_pending = 1;
+  lua_sethook(L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+// Our handler, without SA_RESTART so a blocked read() returns at once with EINTR. Installed
+// again before every line: a command may have installed its own (a trainer's stop handler).
+void install_sigint(struct sigaction* previous) {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, previous);
+}
+
+// Runs the function below `nargs` arguments like pcall_traceback, with Ctrl-C armed.
+int call_interruptible(lua_State* L, int nargs, int nresults) {
+  g_hook_pending = 0;
+  g_running.store(L);
+  int status = pcall_traceback(L, nargs, nresults);
+  g_running.store(nullptr);
+  lua_sethook(L, nullptr, 0, 0);
+  g_hook_pending = 0;
+  return status;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Lua half: functions of the bv.repl module, found through a registry reference.
+
+int g_module_ref = LUA_NOREF;
+lua_State* g_L = nullptr;  // for libedit's completion callback, which has no user pointer
+
+// Pushes bv.repl[name].
+void push_repl_fn(lua_State* L, const char* name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g_module_ref);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+}
+
+// Errors as the user should read them: the message, then the traceback down to the typed
+// chunk ("stdin"), without the frames of the REPL itself; no traceback when the error is in the
+// chunk itself.
+std::string trim_traceback(const std::string& text) {
+  const std::string mark = "\nstack traceback:\n";
+  size_t at = text.find(mark);
+  if (at == std::string::npos) return text;
+  std::string message = text.substr(0, at), frames;
+  size_t pos = at + mark.size();
+  int kept = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    std::string frame = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? text.size() : end + 1;
+    bool chunk = frame.find("stdin:") != std::string::npos &&
+                 frame.find("in main chunk") != std::string::npos;
+    if (chunk) break;
+    if (frame.find("[C]: in ?") != std::string::npos) continue;
+    frames += frame + "\n";
+    ++kept;
+  }
+  if (kept == 0) return message;
+  return message + mark + frames.substr(0, frames.size() - 1);
+}
+
+void print_error(lua_State* L) {
+  const char* msg = lua_tostring(L, -1);
+  std::string text = msg ? msg : "(error object is not a string)";
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", trim_traceback(text).c_str());
+  std::fflush(stderr);
+  lua_pop(L, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Line sources: libedit on a terminal, plain reads otherwise (pipes, CI).
+
+enum class ReadResult { kLine, kEof, kInterrupted };
+
+class LineSource {
+ public:
+  virtual ~LineSource() = default;
+  virtual ReadResult read(const char* prompt, std::string* line) = 0;
+  virtual void remember(const std::string& line) {}
+};
+
+class PlainSource : public LineSource {
+ public:
+  ReadResult read(const char* prompt, std::string* line) override {
+    g_prompt_interrupt = 0;
+    if (std::getline(std::cin, *line)) return ReadResult::kLine;
+    if (g_prompt_interrupt) {
+      std::cin.clear();
+      return ReadResult::kInterrupted;
+    }
+    return ReadResult::kEof;
+  }
+};
+
+// libedit's characters: Ctrl-C arrives either as SIGINT (the terminal's ISIG) or as the byte 3;
+// both end the line at once, and read() reports it as an interrupted line.
+int edit_getc(FILE* in) {
+  while (true) {
+    unsigned char c = 0;
+    ssize_t n = ::read(fileno(in), &c, 1);
+    if (n == 1 && c == 3) {
+      g_prompt_interrupt = 1;
+      return '\n';
+    }
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR) {
+      if (g_prompt_interrupt) return '\n';
+      continue;
+    }
+    return EOF;
+  }
+}
+
+std::vector<std::string> g_matches;
+
+char* next_match(const char* /*text*/, int state) {
+  static size_t i = 0;
+  if (state == 0) i = 0;
+  return i < g_matches.size() ? ::strdup(g_matches[i++].c_str()) : nullptr;
+}
+
+// Asks bv.repl.complete(line before the cursor) -> start (1-based), candidates that replace
+// line[start..]. libedit replaces from its own word start (`start`, split at the break
+// characters below), so each candidate is cut or extended to begin there.
+char** complete(const char* text, int start, int end) {
+  rl_attempted_completion_over = 1;  // never fall back to libedit's file names
+  rl_completion_append_character = '\0';  // no space after `bv.ckpt` or a directory
+  lua_State* L = g_L;
+  std::string before(rl_line_buffer, static_cast<size_t>(std::max(end, 0)));
+  int top = lua_gettop(L);
+  push_repl_fn(L, "complete");
+  lua_pushlstring(L, before.data(), before.size());
+  g_matches.clear();
+  if (lua_pcall(L, 1, 2, 0) == LUA_OK && lua_isinteger(L, -2) && lua_istable(L, -1)) {
+    size_t from = static_cast<size_t>(std::max<lua_Integer>(lua_tointeger(L, -2) - 1, 0));
+    size_t word = static_cast<size_t>(start);
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (const char* c = lua_tostring(L, -1)) {
+        std::string cand = c;
+        if (from <= word) {
+          std::string skip = before.substr(from, word - from);
+          if (cand.compare(0, skip.size(), skip) == 0) {
+            g_matches.push_back(cand.substr(skip.size()));
+          }
+        } else {
+          g_matches.push_back(before.substr(word, from - word) + cand);
+        }
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_settop(L, top);
+  if (g_matches.empty()) return nullptr;
+  return rl_completion_matches(text, next_match);
+}
+
+class EditSource : public LineSource {
+ public:
+  explicit EditSource(std::string history) : history_(std::move(history)) {
+    rl_readline_name = "bvlua";
+    rl_catch_signals = 0;  // Ctrl-C is ours (see edit_getc)
+    rl_getc_function = edit_getc;
+    // A word is what can be a Lua name path (a.b:c); inside strings bv.repl finds the start.
+    rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{([,+-*/%^~#)}]!?";
+    rl_attempted_completion_function = complete;
+    using_history();
+    stifle_history(2000);
+    if (!history_.empty()) read_history(history_.c_str());
+  }
+
+  ReadResult read(const char* prompt, std::string* line) override {
+    g_prompt_interrupt = 0;
+    rl_completion_append_character = '\0';
+    char* text = readline(prompt);
+    if (g_prompt_interrupt) {
+      std::free(text);
+      std::fflush(stdout);
+      return ReadResult::kInterrupted;
+    }
+    if (text == nullptr) return ReadResult::kEof;
+    *line = text;
+    std::free(text);
+    return ReadResult::kLine;
+  }
+
+  void remember(const std::string& line) override {
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
+    add_history(line.c_str());
+    if (!history_.empty()) write_history(history_.c_str());
+  }
+
+ private:
+  std::string history_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Evaluating a chunk.
 
 // A syntax error whose message ends in "<eof>" means "this chunk is not finished yet".
 bool is_incomplete(lua_State* L, int status) {
@@ -21,79 +264,204 @@ bool is_incomplete(lua_State* L, int status) {
   const char* msg = lua_tolstring(L, -1, &n);
   const char* mark = "<eof>";
   size_t m = std::strlen(mark);
-  return n >= m && std::strcmp(msg + n - m, mark) == 0;
+  return msg && n >= m && std::strcmp(msg + n - m, mark) == 0;
 }
 
-// Compiles `code`, first as `return <code>` so expressions print their value.
-int compile(lua_State* L, const std::string& code, bool* is_expression) {
-  std::string ret = "return " + code + ";";
+// Compiles `code`, first as `return <code>` so that expressions print their value (lua.c's
+// trick). A trailing ';' marks a command whose value stays unprinted.
+int compile(lua_State* L, const std::string& code, bool* expression, bool* quiet) {
+  std::string body = code;
+  while (!body.empty() && std::isspace(static_cast<unsigned char>(body.back()))) body.pop_back();
+  *quiet = !body.empty() && body.back() == ';';
+  if (*quiet) body.pop_back();  // `return x;;` would not compile
+  std::string ret = "return " + body + ";";
   if (luaL_loadbuffer(L, ret.data(), ret.size(), "=stdin") == LUA_OK) {
-    *is_expression = true;
+    *expression = true;
     return LUA_OK;
   }
   lua_pop(L, 1);
-  *is_expression = false;
+  *expression = false;
   return luaL_loadbuffer(L, code.data(), code.size(), "=stdin");
 }
 
-void print_results(lua_State* L, int base) {
-  int n = lua_gettop(L) - base;
-  if (n == 0) return;
-  lua_getglobal(L, "print");
-  lua_insert(L, base + 1);
-  if (pcall_traceback(L, n, 0) != LUA_OK) {
-    std::fprintf(stderr, "error printing result: %s\n", lua_tostring(L, -1));
+int terminal_columns() {
+  struct winsize ws {};
+  if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+// A command that took a while gets its time, right-aligned and dim, as th showed it.
+void print_elapsed(double seconds) {
+  if (seconds < 1.0 || !::isatty(1)) return;
+  char text[64];
+  if (seconds < 60) {
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+  } else {
+    std::snprintf(text, sizeof text, "%dm %02ds", static_cast<int>(seconds) / 60,
+                  static_cast<int>(seconds) % 60);
+  }
+  int pad = std::max(0, terminal_columns() - static_cast<int>(std::strlen(text)) - 1);
+  std::printf("%*s\x1b[2m%s\x1b[0m\n", pad, "", text);
+}
+
+// Runs the compiled chunk on top of the stack and shows its values through bv.repl.show_results.
+void run_chunk(lua_State* L, bool print_values) {
+  auto started = std::chrono::steady_clock::now();
+  int base = lua_gettop(L) - 1;
+  if (call_interruptible(L, 0, LUA_MULTRET) != LUA_OK) {
+    print_error(L);
+  } else {
+    int n = lua_gettop(L) - base;
+    if (print_values && n > 0) {
+      push_repl_fn(L, "show_results");
+      lua_insert(L, base + 1);
+      if (call_interruptible(L, n, 0) != LUA_OK) print_error(L);
+    }
+  }
+  lua_settop(L, base);
+  std::fflush(stdout);
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  print_elapsed(took.count());
+  std::fflush(stdout);
+}
+
+// `?name` and other lines bv.repl.special handles itself; true when it did.
+bool run_special(lua_State* L, const std::string& line) {
+  int top = lua_gettop(L);
+  push_repl_fn(L, "special");
+  lua_pushlstring(L, line.data(), line.size());
+  bool handled = false;
+  if (call_interruptible(L, 1, 1) != LUA_OK) {
+    print_error(L);
+    handled = true;
+  } else {
+    handled = lua_toboolean(L, -1);
+  }
+  lua_settop(L, top);
+  std::fflush(stdout);
+  return handled;
+}
+
+// bv._repl.loop([{history = path | false}])
+int repl_loop(lua_State* L) {
+  std::string history;
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "history");
+    if (lua_type(L, -1) == LUA_TSTRING) history = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "bv.repl");
+  lua_call(L, 1, 1);
+  int previous_ref = g_module_ref;
+  lua_State* previous_L = g_L;
+  g_module_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  g_L = L;
+
+  bool tty = ::isatty(0);
+  std::unique_ptr<LineSource> source;
+  if (tty) source = std::make_unique<EditSource>(history);
+  else source = std::make_unique<PlainSource>();
+
+  struct sigaction before {};
+  install_sigint(&before);
+  std::string chunk;
+  while (true) {
+    install_sigint(nullptr);
+    std::string line;
+    ReadResult r = source->read(chunk.empty() ? "> " : ">> ", &line);
+    if (r == ReadResult::kEof) break;
+    if (r == ReadResult::kInterrupted) {
+      chunk.clear();
+      continue;
+    }
+    source->remember(line);
+    if (chunk.empty()) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (run_special(L, line)) continue;
+    }
+    chunk = chunk.empty() ? line : chunk + "\n" + line;
+    bool expression = false, quiet = false;
+    int status = compile(L, chunk, &expression, &quiet);
+    if (is_incomplete(L, status)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    chunk.clear();
+    if (status != LUA_OK) {
+      print_error(L);
+      continue;
+    }
+    run_chunk(L, expression && !quiet);
+  }
+  if (tty) std::fputs("\n", stdout);
+  std::fflush(stdout);
+  sigaction(SIGINT, &before, nullptr);
+  luaL_unref(L, LUA_REGISTRYINDEX, g_module_ref);
+  g_module_ref = previous_ref;
+  g_L = previous_L;
+  return 0;
+}
+
+// bv._repl.listdir(dir) -> sorted names, directories with a trailing "/"; nil, message on error.
+int repl_listdir(lua_State* L) {
+  std::string dir = luaL_checkstring(L, 1);
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (d == nullptr) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", dir.c_str(), std::strerror(errno));
+    return 2;
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+      struct stat st;
+      std::string full = (dir.empty() ? "." : dir) + "/" + name;
+      is_dir = ::stat(full.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    names.push_back(is_dir ? name + "/" : name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushlstring(L, names[i].data(), names[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int repl_isatty(lua_State* L) {
+  lua_pushboolean(L, ::isatty(static_cast<int>(luaL_optinteger(L, 1, 1))));
+  return 1;
+}
+
+int repl_columns(lua_State* L) {
+  lua_pushinteger(L, terminal_columns());
+  return 1;
+}
+
+int open_repl_module(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      BV_FN("loop", repl_loop),     BV_FN("listdir", repl_listdir),
+      BV_FN("isatty", repl_isatty), BV_FN("columns", repl_columns),
+      {nullptr, nullptr},
+  };
+  luaL_newlib(L, functions);
+  return 1;
 }
 
 }  // namespace
 
-int run_repl(lua_State* L) {
-  bool tty = ::isatty(0);
-  std::string line;
-  while (true) {
-    if (tty) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-    }
-    if (!std::getline(std::cin, line)) break;
-    std::string code = line;
-    bool quiet = false;
-    bool is_expression = false;
-    int status;
-    while (true) {
-      std::string trimmed = code;
-      while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back()))) trimmed.pop_back();
-      quiet = !trimmed.empty() && trimmed.back() == ';';
-      if (quiet) trimmed.pop_back();  // `return x;;` would not compile
-      status = compile(L, quiet ? trimmed : code, &is_expression);
-      if (!is_incomplete(L, status)) break;
-      lua_pop(L, 1);
-      if (tty) {
-        std::fputs(">> ", stdout);
-        std::fflush(stdout);
-      }
-      if (!std::getline(std::cin, line)) break;
-      code += "\n" + line;
-    }
-    if (status != LUA_OK) {
-      std::fprintf(stderr, "%s\n", lua_tostring(L, -1));
-      lua_pop(L, 1);
-      continue;
-    }
-    int base = lua_gettop(L) - 1;
-    if (pcall_traceback(L, 0, LUA_MULTRET) != LUA_OK) {
-      std::fprintf(stderr, "%s\n", lua_tostring(L, -1));
-      lua_settop(L, base);
-      continue;
-    }
-    if (is_expression && !quiet) print_results(L, base);
-    lua_settop(L, base);
-    std::fflush(stdout);
-  }
-  if (tty) std::fputs("\n", stdout);
-  return 0;
+void preload_repl(lua_State* L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, open_repl_module);
+  lua_setfield(L, -2, "bv._repl");
+  lua_pop(L, 2);
 }
 
 }  // namespace bv::lua

@@ -1,11 +1,20 @@
-// `bvlua repl`: a plain prompt. Reads Lua lines, keeps reading while a chunk is incomplete, and
-// prints the value of expressions (a trailing ';' suppresses it).
+// The native half of `bvlua repl`: line editing and history (libedit), Ctrl-C, and the
+// read-eval-print loop. The Lua half (lib/bv/repl.lua) decides what to show: it prints values,
+// lists completion candidates and answers `?name`. `bvlua repl` and `bvlua train --debug` both
+// enter through lib/bv/repl.lua, which calls the loop below.
+//
+//   local native = require "bv._repl"
+//   native.loop({history = "/home/me/.bvlua_history"})  -- until Ctrl-D; history = false: none
+//   native.listdir(dir) -> sorted names, directories with a trailing "/" (nil, message on error)
+//   native.isatty(fd)   -> whether fd 0, 1 or 2 is a terminal
+//   native.columns()    -> the terminal's width (80 when unknown)
 #pragma once
 
 #include <lua.hpp>
 
 namespace bv::lua {
 
-int run_repl(lua_State* L);  // returns the process exit code
+// Makes `require "bv._repl"` work in this state (package.preload).
+void preload_repl(lua_State* L);
 
 }  // namespace bv::lua

@@ -374,7 +374,7 @@ end
 --    overrides = {{key, text}, ...}}   (overrides in command-line order)
 -- or nil and a message for usage errors.
 function M.parse_cli(argv)
-  local r = {dry_run = false, help = false, overrides = {}}
+  local r = {dry_run = false, help = false, overrides = {}}  -- debug: only when given
   local i = 1
   local function value_after(flag)
     local v = argv[i + 1]
@@ -394,6 +394,8 @@ function M.parse_cli(argv)
       r.help = true
     elseif a == "--dry-run" then
       r.dry_run = true
+    elseif a == "--debug" then
+      r.debug = true
     elseif name == "--workdir" then
       r.workdir = eq_value
       if not eq_value then r.workdir, err = value_after(name) end

@@ -257,4 +257,21 @@ std::unique_ptr<LeafTransform> make_transform(const std::string& name, const jso
        "big_vision.momentum_hp, big_vision.sgd, scale)");
 }
 
+const std::vector<std::pair<std::string, std::string>>& transform_docs() {
+  static const std::vector<std::pair<std::string, std::string>> docs = {
+      {"big_vision.scale_by_adafactor",
+       "factored second-moment scaling (optax.min_dim_size_to_factor=32, decay_rate=0.8, "
+       "decay_offset=0, beta2_cap=0.999, clipping_threshold, momentum, "
+       "dtype_momentum='bfloat16', eps=1e-30)"},
+      {"scale_by_adam",
+       "Adam's scaling (optax.b1=0.9, b2=0.999, eps=1e-8, eps_root=0, mu_dtype, nesterov=False)"},
+      {"big_vision.momentum_hp",
+       "momentum with the trace kept in low precision (optax.momentum=0.9, dtype='bfloat16', "
+       "nesterov=False)"},
+      {"big_vision.sgd", "plain SGD: the update is the gradient (no optax options)"},
+      {"scale", "multiplies the gradient by optax.step_size (required)"},
+  };
+  return docs;
+}
+
 }  // namespace bv::optim

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -31,6 +32,9 @@ class LeafTransform {
 // keys are errors naming them.
 std::unique_ptr<LeafTransform> make_transform(const std::string& name,
                                               const nlohmann::json& kwargs);
+
+// (optax_name, one-line doc) for every name make_transform knows: `?name` in the REPL.
+const std::vector<std::pair<std::string, std::string>>& transform_docs();
 
 // Adafactor's factoring rule: {d1, d0} = the axes of the second-largest and largest dims
 // (stable order, so among equal sizes the earlier axis is d1), or {-1, -1} when the parameter is

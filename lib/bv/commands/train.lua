@@ -5,7 +5,7 @@ local config = require "bv.config"
 local M = {}
 
 local USAGE_LINE =
-  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--config.KEY=VALUE ...]"
+  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--debug] [--config.KEY=VALUE ...]"
 
 M.USAGE = USAGE_LINE .. [[
 
@@ -16,6 +16,9 @@ applies the overrides in order and writes the resolved config to DIR/config.json
 options:
   --workdir DIR          where the run writes its files (required unless --dry-run)
   --dry-run              print the resolved config as JSON and stop
+  --debug                on an error (a Lua error, the NaN guard), open a REPL with the
+                         trainer's state as globals: config, model, params, opt, batch, step,
+                         err (and run, the workdir); exit with code 1 when it ends
   --config.KEY=VALUE     override an existing config field (also --config.KEY VALUE);
                          the value is converted to the field's current type, tables take a
                          Python or Lua literal such as [1, 2] or {'depth': 50}
@@ -93,8 +96,33 @@ function M.main(argv)
     return 0
   end
   local trainer = M.find_trainer(cfg.trainer)
-  trainer(cfg, opts.workdir, {config_file = opts.config})
-  return 0
+  local run = {config_file = opts.config}
+  if not opts.debug then
+    trainer(cfg, opts.workdir, run)
+    return 0
+  end
+  local failure
+  local ok = xpcall(trainer, function(e)
+    failure = {message = tostring(e), traceback = debug.traceback(tostring(e), 2)}
+  end, cfg, opts.workdir, run)
+  if ok then return 0 end
+  M.debug_repl(failure, run.state or {}, cfg, opts.workdir)
+  return 1
+end
+
+-- `--debug`: the error and its traceback on stderr, then a REPL in which the trainer's last
+-- state can be examined before the process exits.
+function M.debug_repl(failure, state, cfg, workdir)
+  io.stdout:write("\n")
+  io.stderr:write("bvlua train: ", failure.traceback, "\n")
+  io.stderr:flush()
+  local globals = {config = state.config or cfg, model = state.model, params = state.params,
+                   opt = state.opt, batch = state.batch, step = state.step, err = failure.message}
+  local ok, run = pcall(function() return require("bv.inspect").run(workdir) end)
+  if ok then globals.run = run end
+  require("bv.repl").start({globals = globals, banner = "--debug: the training failed at step "
+    .. tostring(state.step) .. ": " .. failure.message
+    .. "\nglobals: config, model, params, opt, batch, step, err, run; Ctrl-D exits (code 1)"})
 end
 
 return M
