@@ -35,8 +35,15 @@ return function(config, workdir, run)
   local chrono = chrono_mod.new()  -- first: program time starts here
   bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
+  -- Evaluator metrics (under each eval's prefix) get lines of their own; the training metrics
+  -- are on the progress line.
+  local eval_prefixes = {}
   local mw = metrics.writer(workdir, {enabled = rank == 0, print = say, show = function(name)
-    return name:find("^eval/") or name:find("^z/secs/eval/")  -- the rest: the progress line
+    if name:find("^z/secs/eval/") then return true end
+    for _, p in ipairs(eval_prefixes) do
+      if name:sub(1, #p) == p then return true end
+    end
+    return false
   end})
 
   -- Resume first: the data must start where the checkpoint left off.
@@ -111,6 +118,7 @@ return function(config, workdir, run)
     eval_config.evals[name]._config_file = run.config_file
   end
   local evals = evaluators.from_config(eval_config, predict_fns, get_steps)
+  for _, e in ipairs(evals) do eval_prefixes[#eval_prefixes + 1] = e.prefix end
 
   local function run_eval(e, step)
     chrono:pause()

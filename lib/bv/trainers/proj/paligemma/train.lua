@@ -30,8 +30,15 @@ return function(config, workdir, run)
   local chrono = chrono_mod.new()
   bv.handle_stop_signals()
   bv.fs.mkdirs(workdir)
+  -- Evaluator metrics (under each eval's prefix) get lines of their own; the training metrics
+  -- are on the progress line.
+  local eval_prefixes = {}
   local mw = metrics.writer(workdir, {enabled = rank == 0, print = say, show = function(name)
-    return name:find("^eval/") or name:find("^z/secs/eval/")
+    if name:find("^z/secs/eval/") then return true end
+    for _, p in ipairs(eval_prefixes) do
+      if name:sub(1, #p) == p then return true end
+    end
+    return false
   end})
 
   local ck = bv.ckpt.load(workdir)
@@ -100,6 +107,7 @@ return function(config, workdir, run)
   local eval_config = evaluators.copy(config)
   for _, e in pairs(eval_config.evals or {}) do e._config_file = run.config_file end
   local evals = evaluators.from_config(eval_config, predict_fns, get_steps)
+  for _, e in ipairs(evals) do eval_prefixes[#eval_prefixes + 1] = e.prefix end
 
   local function run_eval(e, step)
     chrono:pause()
