@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "dist/launch.h"
 #include "lua_util.h"
 #include "repl.h"
 #include "state.h"
@@ -24,6 +25,8 @@ const char* kUsage =
     "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
     "                             resolve a config (see `bvlua train --help`)\n"
     "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
+    "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
+    "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
     "options:\n"
     "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores)\n"
@@ -94,6 +97,69 @@ int run_lua_command(lua_State* L, const char* module, const std::vector<std::str
   return lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
 }
 
+const char* kLaunchUsage =
+    "usage: bvlua launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n\n"
+    "Starts N copies of `bvlua COMMAND ARGS...` on this machine as ranks 0..N-1 of one process\n"
+    "group (torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1,\n"
+    "MASTER_PORT), so that `bv.dist.init{}` in them joins. Rank 0's output passes through; the\n"
+    "others' lines start with \"[rank N] \". When a rank fails, the others get SIGTERM and, S\n"
+    "seconds later (--grace, default 30), SIGKILL. --port: the store's port (default: a free\n"
+    "one).\n"
+    "Exit code: 0 when every rank succeeded, else the first failing rank's (128+signal if killed).";
+
+// `bvlua launch ...`: runs in C++ without a Lua state. Returns the exit code.
+int run_launch(const std::vector<std::string>& rest, const std::string& threads_flag) {
+  int nproc = 0, port = 0;
+  double grace = 30;
+  size_t i = 0;
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= rest.size()) throw bv::Error("launch: " + flag + " needs a value");
+    return rest[++i];
+  };
+  auto to_int = [](const std::string& flag, const std::string& text, int lo, int hi) {
+    char* end = nullptr;
+    long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < lo || v > hi) {
+      throw bv::Error(bv::str("launch: ", flag, " needs an integer in [", lo, ", ", hi, "], got '",
+                              text, "'"));
+    }
+    return static_cast<int>(v);
+  };
+  for (; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    if (a == "--nproc") {
+      nproc = to_int(a, value(a), 1, 1024);
+    } else if (a == "--port") {
+      port = to_int(a, value(a), 0, 65535);
+    } else if (a == "--grace") {
+      std::string text = value(a);
+      char* end = nullptr;
+      grace = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(grace >= 0)) {
+        throw bv::Error("launch: --grace needs a number of seconds >= 0, got '" + text + "'");
+      }
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else if (!a.empty() && a[0] == '-') {
+      throw bv::Error("launch: unknown option '" + a + "'");
+    } else {
+      break;
+    }
+  }
+  if (nproc == 0) throw bv::Error("launch: --nproc N is required");
+  if (i >= rest.size()) throw bv::Error("launch: missing the bvlua COMMAND to run");
+  std::vector<std::string> argv{bv::current_executable()};
+  if (!threads_flag.empty()) argv.insert(argv.end(), {"--threads", threads_flag});
+  argv.insert(argv.end(), rest.begin() + static_cast<long>(i), rest.end());
+  try {
+    return bv::launch_local(argv, nproc, port, grace);
+  } catch (const std::exception& e) {  // not a usage error: report it as a failure
+    std::fprintf(stderr, "bvlua: %s\n", e.what());
+    return 1;
+  }
+}
+
 void print_version() {
   std::printf("bvlua %s\nlibtorch %s\ncuda %s", BV_VERSION, bv::torch_version().c_str(),
               bv::cuda_available() ? "available" : "not available");
@@ -106,6 +172,7 @@ void print_version() {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   int threads = bv::cpu_cores();
+  std::string threads_flag;  // --threads as given, passed on to `launch`'s ranks
   if (const char* env = std::getenv("BV_THREADS")) {
     if (!parse_threads(env, &threads)) return usage_error(std::string("bad BV_THREADS='") + env + "'");
   }
@@ -123,6 +190,7 @@ int main(int argc, char** argv) {
     } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
       std::string value = a == "--threads" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(10);
       if (!parse_threads(value, &threads)) return usage_error("--threads needs a positive integer, got '" + value + "'");
+      threads_flag = value;
     } else if (!a.empty() && a[0] == '-' && a != "-e") {
       return usage_error("unknown option '" + a + "'");
     } else {
@@ -134,8 +202,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
-  if (command != "run" && command != "-e" && command != "train" && command != "repl") {
+  if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
+      command != "launch") {
     return usage_error("unknown command '" + command + "'");
+  }
+  if (command == "launch") {
+    if (wants_help) {
+      std::puts(kLaunchUsage);
+      return 0;
+    }
+    try {
+      return run_launch(rest, threads_flag);
+    } catch (const std::exception& e) {
+      return usage_error(e.what());
+    }
   }
   if (command == "run" && wants_help) {
     std::puts("usage: bvlua run SCRIPT.lua [ARGS...]\n\nRuns a Lua script in a bvlua state (the `bv` "

@@ -31,6 +31,7 @@ void open_models(lua_State* L);  // models.cpp
 void open_optim(lua_State* L);   // optim.cpp
 void open_train(lua_State* L);   // train.cpp
 void open_text(lua_State* L);    // text.cpp
+void open_dist(lua_State* L);    // dist.cpp
 
 namespace {
 
@@ -125,6 +126,7 @@ int open_native(lua_State* L) {
   open_optim(L);
   open_train(L);
   open_text(L);
+  open_dist(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
       BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),

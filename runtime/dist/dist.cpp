@@ -1,0 +1,399 @@
+#include "dist/dist.h"
+
+#include <ATen/ATen.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/machine.h"
+#include "dist/c10d_compat.h"
+
+namespace bv {
+
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+// A decimal integer in [lo, hi], or a failure naming the variable.
+int parse_env_int(const char* name, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  BV_CHECK(!text.empty() && *end == '\0' && errno == 0, "dist: ", name, "='", text,
+           "' is not an integer");
+  BV_CHECK(v >= lo && v <= hi, "dist: ", name, "=", v, " is out of range [", lo, ", ", hi, "]");
+  return static_cast<int>(v);
+}
+
+const char* env_or_null(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+struct Peer {
+  std::string host;
+  long pid = 0;
+};
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// True when `pid` has exited: gone, or a zombie its parent has not reaped yet (kill(pid, 0)
+// alone would call a zombie alive, and sibling ranks of a test are exactly that).
+bool process_dead(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (stat) {
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size()) {
+      char state = line[paren + 2];
+      return state == 'Z' || state == 'X';
+    }
+    return false;
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+struct DistGroup {
+  DistEnv env;
+  std::string backend;
+  double timeout_s = 0;
+  Millis timeout{0};
+  c10::intrusive_ptr<::c10d::Store> store;
+  c10::intrusive_ptr<c10d_compat::Comm> comm;  // null for a single process
+  std::string host;
+  std::vector<Peer> peers;  // by rank; filled at init
+};
+
+namespace {
+
+// The ranks on this host whose processes are gone, as "rank 1 (pid 1234)". A peer's sockets
+// close a moment before its process turns into a zombie, so look up to `attempts` times, 0.1 s
+// apart.
+std::vector<std::string> lost_local_ranks(const DistGroup& g, int attempts) {
+  std::vector<std::string> lost;
+  bool local_peers = false;
+  for (int r = 0; r < static_cast<int>(g.peers.size()); ++r) {
+    local_peers = local_peers || (r != g.env.rank && g.peers[r].host == g.host);
+  }
+  for (int attempt = 0; local_peers && attempt < attempts && lost.empty(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(Millis(100));
+    for (int r = 0; r < static_cast<int>(g.peers.size()); ++r) {
+      const Peer& p = g.peers[r];
+      if (r == g.env.rank || p.pid <= 0 || p.host != g.host) continue;
+      if (process_dead(p.pid)) lost.push_back(str("rank ", r, " (pid ", p.pid, ")"));
+    }
+  }
+  return lost;
+}
+
+bool any_remote_peer(const DistGroup& g) {
+  for (const Peer& p : g.peers) {
+    if (p.host != g.host) return true;
+  }
+  return false;
+}
+
+std::string first_line(const std::string& s) {
+  size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+// The error a user reads when a collective or a store access fails: which one, our rank, which
+// peer was lost (when it ran on this host), and c10d's own first line for the details.
+// `rejected`: c10d refused to start the call (a dtype the backend lacks, say), so unless a
+// peer is gone, the cause is the call itself.
+[[noreturn]] void fail_collective(const DistGroup& g, const std::string& what,
+                                  const std::string& cause, bool rejected = false) {
+  std::string who;
+  // After a timeout the peers have had all that time to die: one look is enough.
+  std::string lower = cause;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  bool timed_out = lower.find("timed out") != std::string::npos ||
+                   lower.find("timeout") != std::string::npos;
+  std::vector<std::string> lost = lost_local_ranks(g, timed_out || rejected ? 1 : 20);
+  if (!lost.empty()) {
+    who = "lost ";
+    for (size_t i = 0; i < lost.size(); ++i) who += (i ? ", " : "") + lost[i];
+  } else if (rejected) {
+    who = "the call was rejected";
+  } else if (timed_out && what.rfind("get(", 0) == 0) {
+    who = str("no rank set the key within the group timeout (", g.timeout_s, " s)");
+  } else if (timed_out) {
+    who = str("no answer within the group timeout (", g.timeout_s, " s); a peer is stuck or lost");
+  } else if (any_remote_peer(g)) {
+    who = "a peer was lost or failed (ranks on other hosts cannot be checked from here)";
+  } else {
+    who = "every rank is still running";
+  }
+  fail("dist.", what, " failed on rank ", g.env.rank, " of ", g.env.world_size, " (", g.backend,
+       "): ", who, ": ", first_line(cause));
+}
+
+// Runs one c10d collective and waits for it, at most the group timeout.
+template <typename Start>
+void run_collective(DistGroup& g, const std::string& what, Start&& start) {
+  c10::intrusive_ptr<::c10d::Work> work;
+  try {
+    work = start();
+  } catch (const std::exception& e) {
+    fail_collective(g, what, e.what(), true);
+  }
+  try {
+    work->wait(g.timeout);
+  } catch (const std::exception& e) {
+    fail_collective(g, what, e.what());
+  }
+}
+
+// The tensors as one contiguous buffer (the tensor itself when there is just one contiguous
+// one). All must share a dtype and a device.
+at::Tensor flatten(const std::vector<at::Tensor>& ts, const char* op) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    BV_CHECK(ts[i].defined(), "dist.", op, ": tensor ", i + 1, " is undefined");
+    BV_CHECK(ts[i].scalar_type() == ts[0].scalar_type(), "dist.", op, ": tensor ", i + 1, " is ",
+             ts[i].scalar_type(), " but tensor 1 is ", ts[0].scalar_type(),
+             "; all tensors of one call must share a dtype");
+    BV_CHECK(ts[i].device() == ts[0].device(), "dist.", op, ": tensor ", i + 1, " is on ",
+             ts[i].device(), " but tensor 1 is on ", ts[0].device());
+  }
+  if (ts.size() == 1 && ts[0].is_contiguous()) return ts[0];
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& ts) {
+  if (ts.size() == 1 && flat.is_same(ts[0])) return;
+  int64_t offset = 0;
+  for (at::Tensor& t : ts) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+// The buffer the backend works on: NCCL needs CUDA tensors. Gloo gets CPU tensors (a CUDA
+// libtorch without NCCL still trains, just slower) of the dtypes it has; bfloat16 goes as
+// float32, which also sums more exactly.
+at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* op) {
+  if (g.backend == "nccl") {
+    BV_CHECK(flat.is_cuda(), "dist.", op, ": the nccl backend needs CUDA tensors, got ",
+             flat.device());
+    return flat;
+  }
+  at::ScalarType t = flat.scalar_type();
+  if (t == at::kBFloat16) return flat.to(at::kCPU, at::kFloat);
+  BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
+           t == at::kByte || t == at::kInt || t == at::kLong, "dist.", op,
+           ": the gloo backend cannot reduce or send ", t, " tensors");
+  return flat.is_cuda() ? flat.cpu() : flat;
+}
+
+std::string resolve_backend(const std::string& backend) {
+  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist.init: backend '",
+           backend, "' is not one of 'gloo', 'nccl', 'auto'");
+  if (backend == "auto") return c10d_compat::kHasNccl && cuda_available() ? "nccl" : "gloo";
+  if (backend == "nccl") {
+    BV_CHECK(c10d_compat::kHasNccl, "dist.init: backend 'nccl' is not available: this bvlua was "
+             "built against a libtorch without NCCL (Debian's libtorch is CPU-only); use 'gloo' "
+             "or rebuild with a CUDA libtorch");
+    BV_CHECK(cuda_available(), "dist.init: backend 'nccl' needs CUDA, and no CUDA device is "
+             "available");
+  }
+  return backend;
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+c10::intrusive_ptr<::c10d::Store> connect_store(const DistEnv& env, Millis timeout) {
+  if (env.agent_store) {
+    // torchrun's agent hosts the store; its workers share one prefix per restart attempt.
+    auto store = c10d_compat::make_tcp_store(env.master_addr, env.master_port, false, timeout);
+    return c10d_compat::make_prefix_store("/worker/attempt_" + std::to_string(env.restart_count),
+                                          store);
+  }
+  return c10d_compat::make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
+}
+
+std::string store_get(::c10d::Store& store, const std::string& key) {
+  std::vector<uint8_t> v = store.get(key);
+  return std::string(v.begin(), v.end());
+}
+
+void store_set(::c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+// Every rank publishes "<host> <pid>" and reads everyone else's, so a later failure can tell
+// which local peer died.
+void exchange_peers(DistGroup& g) {
+  g.peers.assign(static_cast<size_t>(g.env.world_size), Peer{});
+  store_set(*g.store, "bv/pid/" + std::to_string(g.env.rank),
+            g.host + " " + std::to_string(::getpid()));
+  for (int r = 0; r < g.env.world_size; ++r) {
+    std::istringstream in(store_get(*g.store, "bv/pid/" + std::to_string(r)));
+    in >> g.peers[r].host >> g.peers[r].pid;
+  }
+}
+
+}  // namespace
+
+DistEnv dist_env_from_environ() {
+  DistEnv env;
+  if (const char* ws = env_or_null("WORLD_SIZE")) {
+    env.world_size = parse_env_int("WORLD_SIZE", ws, 1, 1 << 20);
+  }
+  if (const char* r = env_or_null("RANK")) {
+    env.rank = parse_env_int("RANK", r, 0, 1 << 20);
+    BV_CHECK(env.rank < env.world_size, "dist: RANK=", env.rank, " must be below WORLD_SIZE=",
+             env.world_size);
+  }
+  if (const char* lr = env_or_null("LOCAL_RANK")) {
+    env.local_rank = parse_env_int("LOCAL_RANK", lr, 0, 1 << 20);
+  }
+  if (const char* a = env_or_null("MASTER_ADDR")) env.master_addr = a;
+  if (const char* p = env_or_null("MASTER_PORT")) {
+    env.master_port = parse_env_int("MASTER_PORT", p, 1, 65535);
+  }
+  if (env.world_size > 1) {
+    BV_CHECK(!env.master_addr.empty(), "dist: MASTER_ADDR is not set (WORLD_SIZE=",
+             env.world_size, "); start the processes with `bvlua launch` or torchrun");
+    BV_CHECK(env.master_port > 0, "dist: MASTER_PORT is not set (WORLD_SIZE=", env.world_size,
+             "); start the processes with `bvlua launch` or torchrun");
+  }
+  if (const char* agent = env_or_null("TORCHELASTIC_USE_AGENT_STORE")) {
+    env.agent_store = std::string(agent) == "True";  // torchrun writes Python's str(bool)
+  }
+  if (const char* rc = env_or_null("TORCHELASTIC_RESTART_COUNT")) {
+    env.restart_count = parse_env_int("TORCHELASTIC_RESTART_COUNT", rc, 0, 1 << 30);
+  }
+  return env;
+}
+
+std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& backend,
+                                     double timeout_s) {
+  BV_CHECK(timeout_s > 0 && timeout_s < 1e7, "dist.init: timeout must be a positive number of "
+           "seconds, got ", timeout_s);
+  BV_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "dist.init: rank ",
+           env.rank, " is not in [0, ", env.world_size, ")");
+  auto g = std::make_shared<DistGroup>();
+  g->env = env;
+  g->backend = resolve_backend(backend);
+  g->timeout_s = timeout_s;
+  g->timeout = Millis(static_cast<int64_t>(timeout_s * 1000));
+  g->host = hostname();
+  if (env.world_size == 1) {
+    g->store = c10d_compat::make_hash_store();
+    g->store->setTimeout(g->timeout);
+    g->peers = {Peer{g->host, static_cast<long>(::getpid())}};
+    return g;
+  }
+  BV_CHECK(!env.master_addr.empty() && env.master_port > 0, "dist.init: ", env.world_size,
+           " processes need MASTER_ADDR and MASTER_PORT");
+  std::string where = str(env.master_addr, ":", env.master_port);
+  try {
+    g->store = connect_store(env, g->timeout);
+  } catch (const std::exception& e) {
+    fail("dist.init: rank ", env.rank, " cannot ", env.rank == 0 && !env.agent_store ? "host" :
+         "reach", " the store at ", where, ": ", first_line(e.what()));
+  }
+  try {
+    if (g->backend == "nccl") {
+      int devices = cuda_device_count();
+      g->comm = c10d_compat::make_nccl(g->store, env.rank, env.world_size, g->timeout,
+                                       devices > 0 ? env.local_rank % devices : 0);
+    } else {
+      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
+      auto device = c10d_compat::make_gloo_device(ifname ? ifname : "",
+                                                  is_loopback(env.master_addr));
+      g->comm = c10d_compat::make_gloo(g->store, env.rank, env.world_size, g->timeout, device);
+    }
+    exchange_peers(*g);
+  } catch (const std::exception& e) {
+    fail("dist.init: rank ", env.rank, " of ", env.world_size, " could not join the ", g->backend,
+         " group at ", where, " within ", timeout_s, " s: ", first_line(e.what()));
+  }
+  return g;
+}
+
+int dist_rank(const DistGroup& g) { return g.env.rank; }
+int dist_world_size(const DistGroup& g) { return g.env.world_size; }
+std::string dist_backend(const DistGroup& g) { return g.backend; }
+
+void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) {
+  if (tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  at::Tensor flat = flatten(tensors, "all_reduce");
+  BV_CHECK(!mean || at::isFloatingType(flat.scalar_type()), "dist.all_reduce: mean needs "
+           "floating-point tensors, got ", flat.scalar_type());
+  if (g.comm) {
+    std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
+    ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM in 1.13 and 2.x
+    opts.timeout = g.timeout;
+    run_collective(g, "all_reduce", [&] { return g.comm->allreduce(bufs, opts); });
+    if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back
+    if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
+  }
+  unflatten(flat, tensors);
+}
+
+void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
+  BV_CHECK(root >= 0 && root < g.env.world_size, "dist.broadcast: root ", root,
+           " is not a rank of this group (0 to ", g.env.world_size - 1, ")");
+  if (tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  at::Tensor flat = flatten(tensors, "broadcast");
+  if (g.comm) {
+    std::vector<at::Tensor> bufs{wire_buffer(g, flat, "broadcast")};
+    ::c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.rootTensor = 0;
+    opts.timeout = g.timeout;
+    run_collective(g, "broadcast", [&] { return g.comm->broadcast(bufs, opts); });
+    if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
+  }
+  if (g.env.rank != root) unflatten(flat, tensors);
+}
+
+void dist_barrier(DistGroup& g) {
+  if (!g.comm) return;
+  ::c10d::BarrierOptions opts;
+  opts.timeout = g.timeout;
+  run_collective(g, "barrier", [&] { return g.comm->barrier(opts); });
+}
+
+void dist_store_set(DistGroup& g, const std::string& key, const std::string& value) {
+  try {
+    store_set(*g.store, "user/" + key, value);
+  } catch (const std::exception& e) {
+    fail_collective(g, "set('" + key + "')", e.what());
+  }
+}
+
+std::string dist_store_get(DistGroup& g, const std::string& key) {
+  try {
+    g.store->wait({"user/" + key}, g.timeout);
+    return store_get(*g.store, "user/" + key);
+  } catch (const std::exception& e) {
+    fail_collective(g, "get('" + key + "')", e.what());
+  }
+}
+
+}  // namespace bv

@@ -1,0 +1,62 @@
+// Multi-process training on libtorch's c10d: torchrun's environment, a process group (Gloo on
+// CPU, NCCL on CUDA builds) with its TCPStore, and the few collectives a data-parallel trainer
+// needs. Every collective is bounded by the group's timeout, and a failure names the collective,
+// our rank and, when it can be found out, the rank that was lost.
+//
+// The c10d headers stay in dist.cpp / c10d_compat.h: this header is cheap to include.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bv {
+
+// What torchrun (or bvlua's own launcher) tells a worker through the environment.
+struct DistEnv {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: the agent hosts the store
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
+};
+
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE and
+// TORCHELASTIC_RESTART_COUNT. Unset means a single process (rank 0 of 1). Fails naming the
+// variable when one does not parse, when RANK is not below WORLD_SIZE, or when MASTER_ADDR or
+// MASTER_PORT is missing for more than one process.
+DistEnv dist_env_from_environ();
+
+// A process group: the store, the c10d backend and what we know about the peers.
+struct DistGroup;
+
+// Joins the group described by `env`. backend: "gloo", "nccl", or "auto" (nccl when this build
+// has it and CUDA is available, else gloo). timeout_s bounds the rendezvous, every collective
+// and every store read. With world_size 1 no network is used: collectives are identities and the
+// store is in-process.
+std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& backend,
+                                     double timeout_s);
+
+int dist_rank(const DistGroup& g);
+int dist_world_size(const DistGroup& g);
+std::string dist_backend(const DistGroup& g);  // "gloo" or "nccl"
+
+// All-reduces (sum) `tensors` in place across the group; mean = true divides by the world size
+// (floating-point tensors only). The tensors must share a dtype and a device; they travel as one
+// flat buffer, so N small tensors cost one collective. NCCL needs CUDA tensors; Gloo takes CPU
+// ones (CUDA tensors go through a CPU copy).
+void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
+
+// Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
+void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
+
+void dist_barrier(DistGroup& g);
+
+// The group's key-value store, for small things (a stop flag, host names). get waits for the
+// key up to the group timeout. Keys live under "user/" so they cannot clash with ours.
+void dist_store_set(DistGroup& g, const std::string& key, const std::string& value);
+std::string dist_store_get(DistGroup& g, const std::string& key);
+
+}  // namespace bv
