@@ -9,11 +9,13 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "lua_util.h"
 #include "optim/optimizer.h"
 #include "optim/transforms.h"
@@ -113,7 +115,8 @@ ParamShapes check_param_shapes(lua_State* L, int arg) {
   return out;
 }
 
-// bv.optim.new(config_json, param_shapes, {total_steps=, batch_size=, data_size=})
+// bv.optim.new(config_json, param_shapes, {total_steps=, batch_size=, data_size=,
+//               owned = {names...} (sharded state: only these keep state and are updated)})
 int optim_new(lua_State* L) {
   nlohmann::json config = check_json(L, 1, "optimizer config");
   auto shapes = check_param_shapes(L, 2);
@@ -123,6 +126,19 @@ int optim_new(lua_State* L) {
     ctx.total_steps = int_field(L, 3, "total_steps", 0, "ctx");
     ctx.batch_size = int_field(L, 3, "batch_size", 0, "ctx");
     ctx.data_size = int_field(L, 3, "data_size", 0, "ctx");
+    if (lua_getfield(L, 3, "owned") != LUA_TNIL) {
+      luaL_argcheck(L, lua_istable(L, -1), 3, "ctx.owned must be a list of parameter names");
+      std::set<std::string> owned;
+      lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, -1, i);
+        if (!lua_isstring(L, -1)) raise(L, str("ctx.owned[", i, "] is not a parameter name"));
+        owned.insert(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+      ctx.owned = std::move(owned);
+    }
+    lua_pop(L, 1);
   }
   auto opt = std::make_unique<optim::Optimizer>(config, shapes, ctx);  // may throw: before alloc
   void* p = lua_newuserdatauv(L, sizeof(OptimizerPtr), 0);
@@ -202,6 +218,33 @@ int optim_state(lua_State* L) {
   return 1;
 }
 
+// opt:state_spec() -> {{name=, param=, shape={...}, dtype=, owned=}, ...}: every state tensor,
+// including those another process owns (sharded state), sorted by name.
+int optim_state_spec(lua_State* L) {
+  auto spec = check_optimizer(L, 1).state_spec();
+  lua_createtable(L, static_cast<int>(spec.size()), 0);
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const auto& s = spec[i];
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, s.name.c_str());
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, s.param.c_str());
+    lua_setfield(L, -2, "param");
+    lua_createtable(L, static_cast<int>(s.shape.size()), 0);
+    for (size_t d = 0; d < s.shape.size(); ++d) {
+      lua_pushinteger(L, s.shape[d]);
+      lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
+    }
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dtype_name(s.dtype).c_str());
+    lua_setfield(L, -2, "dtype");
+    lua_pushboolean(L, s.owned);
+    lua_setfield(L, -2, "owned");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 int optim_load_state(lua_State* L) {
   optim::Optimizer& opt = check_optimizer(L, 1);
   auto given = check_named_tensors(L, 2, "optimizer state");
@@ -276,7 +319,8 @@ void open_optim(lua_State* L) {
       BV_FN("update", optim_update),       BV_FN("count", optim_count),
       BV_FN("frozen", optim_frozen),       BV_FN("num_schedules", optim_num_schedules),
       BV_FN("schedule", optim_schedule),   BV_FN("state", optim_state),
-      BV_FN("load_state", optim_load_state), {nullptr, nullptr},
+      BV_FN("load_state", optim_load_state),
+      BV_FN("state_spec", optim_state_spec), {nullptr, nullptr},
   };
   luaL_newmetatable(L, kOptimizerMeta);
   lua_newtable(L);

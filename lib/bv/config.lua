@@ -371,6 +371,7 @@ end
 
 -- Parses the words after `bvlua train`. Returns
 --   {config = "path[:args]", workdir = dir|nil, dry_run = bool, help = bool,
+--    nproc = N|nil, backend = "gloo"|"nccl"|nil,
 --    overrides = {{key, text}, ...}}   (overrides in command-line order)
 -- or nil and a message for usage errors.
 function M.parse_cli(argv)
@@ -400,6 +401,19 @@ function M.parse_cli(argv)
       r.workdir = eq_value
       if not eq_value then r.workdir, err = value_after(name) end
       if r.workdir == "" then err = "--workdir needs a value" end
+    elseif name == "--nproc" then
+      local v = eq_value
+      if not v then v, err = value_after(name) end
+      r.nproc = math.tointeger(tonumber(v or ""))
+      if not err and (not r.nproc or r.nproc < 1) then
+        err = "--nproc needs a whole number >= 1, got " .. tostring(v)
+      end
+    elseif name == "--backend" then
+      r.backend = eq_value
+      if not eq_value then r.backend, err = value_after(name) end
+      if not err and r.backend ~= "gloo" and r.backend ~= "nccl" and r.backend ~= "auto" then
+        err = "--backend is gloo, nccl or auto, got " .. tostring(r.backend)
+      end
     elseif name == "--config" then
       local v = eq_value
       if not v then v, err = value_after(name) end

@@ -161,6 +161,8 @@ function Writer:step_start(step)
   if type(step) ~= "number" then
     error("metrics: step_start needs a step number, got " .. type(step), 2)
   end
+  -- Measurements made before the trainer's own step_start(0) (num_params) belong to step 0.
+  if step == self.step and self._dirty then return end
   self.step = step
   self._names, self._values, self._dirty = {}, {}, false
 end

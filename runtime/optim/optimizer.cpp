@@ -75,6 +75,7 @@ struct Optimizer::Impl {
     std::optional<double> lr_mult;  // from the first matching lr_mults entry
     std::optional<double> wd;       // wd * wd_mult, from the first matching wd_mults entry
     NamedTensors state;             // the optimizer's fields (none when frozen)
+    bool owned = true;              // false: another process's; `state` holds meta tensors
   };
   std::vector<Leaf> leaves;  // sorted by name, as big_vision flattens its trees
   std::map<std::string, size_t> index;
@@ -224,9 +225,19 @@ Optimizer::Optimizer(const json& config,
   double clip = get_number(config, "grad_clip_norm", 0, "config");
   if (clip != 0) m.clip_norm = clip;
 
-  // Frozen parameters keep no state at all.
+  if (ctx.owned) {
+    for (const auto& name : *ctx.owned) {
+      BV_CHECK(m.index.count(name), "optimizer: owned parameter '", name, "' does not exist");
+    }
+    for (auto& leaf : m.leaves) leaf.owned = ctx.owned->count(leaf.name) > 0;
+  }
+  // Frozen parameters keep no state at all; another process's keep only shapes and dtypes.
   for (auto& leaf : m.leaves) {
-    if (leaf.schedule >= 0) leaf.state = m.transform->init(leaf.shape);
+    if (leaf.schedule < 0) continue;
+    leaf.state = m.transform->init(leaf.shape);
+    if (!leaf.owned) {
+      for (auto& [field, t] : leaf.state) t = at::empty(t.sizes(), t.options().device(at::kMeta));
+    }
   }
 }
 
@@ -273,7 +284,7 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
   for (size_t i = 0; i < m.leaves.size(); ++i) {
     auto& leaf = m.leaves[i];
     at::Tensor& p = params.at(leaf.name);
-    if (leaf.schedule >= 0) {
+    if (leaf.schedule >= 0 && leaf.owned) {
       at::Tensor gi = g[i];
       if (m.clip_norm) {
         // optax.clip_by_global_norm: g / ||g|| * c once ||g|| reaches c.
@@ -327,7 +338,19 @@ NamedTensors Optimizer::state() const {
   NamedTensors out;
   out.emplace_back("count", at::scalar_tensor(impl_->count, at::kLong));
   for (const auto& leaf : impl_->leaves) {
+    if (!leaf.owned) continue;
     for (const auto& [field, t] : leaf.state) out.emplace_back(leaf.name + "/" + field, t);
+  }
+  return out;
+}
+
+std::vector<StateSpec> Optimizer::state_spec() const {
+  std::vector<StateSpec> out;
+  for (const auto& leaf : impl_->leaves) {
+    for (const auto& [field, t] : leaf.state) {
+      out.push_back({leaf.name + "/" + field, leaf.name, t.sizes().vec(), t.scalar_type(),
+                     leaf.owned});
+    }
   }
   return out;
 }
@@ -339,15 +362,17 @@ void Optimizer::load_state(const NamedTensors& state) {
     BV_CHECK(given.emplace(name, t).second, "optimizer state: '", name, "' is given twice");
   }
   std::vector<std::string> missing, unexpected;
-  std::set<std::string> expected = {"count"};
+  std::set<std::string> expected = {"count"}, elsewhere;  // elsewhere: another process's
   for (const auto& leaf : m.leaves) {
-    for (const auto& [field, t] : leaf.state) expected.insert(leaf.name + "/" + field);
+    for (const auto& [field, t] : leaf.state) {
+      (leaf.owned ? expected : elsewhere).insert(leaf.name + "/" + field);
+    }
   }
   for (const auto& name : expected) {
     if (!given.count(name)) missing.push_back(name);
   }
   for (const auto& [name, t] : given) {
-    if (!expected.count(name)) unexpected.push_back(name);
+    if (!expected.count(name) && !elsewhere.count(name)) unexpected.push_back(name);
   }
   auto list = [](const std::vector<std::string>& names) {
     std::string s;
@@ -368,6 +393,10 @@ void Optimizer::load_state(const NamedTensors& state) {
   std::vector<NamedTensors> fresh;
   for (const auto& leaf : m.leaves) {
     NamedTensors s;
+    if (!leaf.owned) {
+      fresh.push_back(leaf.state);
+      continue;
+    }
     for (const auto& [field, mine] : leaf.state) {
       std::string name = leaf.name + "/" + field;
       const at::Tensor& t = given.at(name);

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +34,19 @@ struct ScheduleContext {
   int64_t total_steps = 0;
   int64_t batch_size = 0;
   int64_t data_size = 0;
+  // Sharded optimizer state (lib/bv/sharding.lua): when set, only these parameters keep state
+  // and are updated by this process; the others belong to another process, which broadcasts
+  // their new values. Their gradients still count in l2_grads and clipping.
+  std::optional<std::set<std::string>> owned;
+};
+
+// One tensor of the optimizer state, owned here or not (see ScheduleContext::owned).
+struct StateSpec {
+  std::string name;   // "<param>/<field>"
+  std::string param;
+  std::vector<int64_t> shape;
+  at::ScalarType dtype;
+  bool owned;
 };
 
 class Optimizer {
@@ -46,7 +61,8 @@ class Optimizer {
   // One update: params (name -> tensor, changed in place) from grads (name -> tensor; frozen
   // parameters may be missing). Increments count(). l2_grads is always computed (the NaN guard
   // and clipping need it); l2_updates and l2_params only with `all_norms` (else NaN), as each is
-  // one more pass over every parameter and a trainer needs them at log steps only.
+  // one more pass over every parameter and a trainer needs them at log steps only. With sharded
+  // state, parameters owned elsewhere are left as they are and l2_updates covers the owned ones.
   UpdateMetrics update(std::map<std::string, at::Tensor>& params,
                        const std::map<std::string, at::Tensor>& grads, bool all_norms = true);
 
@@ -56,9 +72,13 @@ class Optimizer {
   double schedule(int index, int64_t count) const;  // the multiplier at optimizer count `count`
 
   // Optimizer state for checkpoints ("count" plus per-parameter tensors such as
-  // "<param>/mu"), and back. load_state checks names and shapes and names what differs.
+  // "<param>/mu"), and back. load_state checks names and shapes and names what differs. With
+  // sharded state, state() holds the owned tensors and load_state takes a full state (or any
+  // superset of the owned part) and keeps what it owns.
   NamedTensors state() const;
   void load_state(const NamedTensors& state);
+  // Every state tensor's name, shape and dtype, owned here or not (sorted by name).
+  std::vector<StateSpec> state_spec() const;
 
  private:
   struct Impl;

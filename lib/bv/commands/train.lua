@@ -5,7 +5,7 @@ local config = require "bv.config"
 local M = {}
 
 local USAGE_LINE =
-  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--debug] [--config.KEY=VALUE ...]"
+  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--nproc N] [--debug] [--config.KEY=VALUE ...]"
 
 M.USAGE = USAGE_LINE .. [[
 
@@ -16,6 +16,10 @@ applies the overrides in order and writes the resolved config to DIR/config.json
 options:
   --workdir DIR          where the run writes its files (required unless --dry-run)
   --dry-run              print the resolved config as JSON and stop
+  --nproc N              start N processes on this machine (one per GPU, or CPU processes)
+                         joined by c10d; under torchrun or another launcher, RANK,
+                         WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say the same
+  --backend NAME         the c10d backend: gloo, nccl or auto (nccl for CUDA, else gloo)
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
                          err (and run, the workdir); exit with code 1 when it ends
@@ -85,7 +89,7 @@ function M.main(argv)
   for _, o in ipairs(opts.overrides) do config.override(cfg, o[1], o[2]) end
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
-  if opts.workdir then
+  if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
     local fs = native_fs()
     fs.mkdirs(opts.workdir)
     saved_to = opts.workdir:gsub("/+$", "") .. "/config.json"
@@ -96,7 +100,15 @@ function M.main(argv)
     return 0
   end
   local trainer = M.find_trainer(cfg.trainer)
+  if opts.nproc and opts.nproc > 1 then return M.launch(argv, opts.nproc) end
   local run = {config_file = opts.config}
+  local env = bv.dist.env()
+  if env.world_size > 1 then
+    -- One of several processes: join the group; rank 0 alone writes files and the terminal.
+    run.group = bv.dist.init{backend = opts.backend or "auto",
+                             timeout = tonumber(os.getenv("BV_DIST_TIMEOUT") or "") or 300}
+    run.rank, run.world = run.group:rank(), run.group:world_size()
+  end
   if not opts.debug then
     trainer(cfg, opts.workdir, run)
     return 0
@@ -108,6 +120,22 @@ function M.main(argv)
   if ok then return 0 end
   M.debug_repl(failure, run.state or {}, cfg, opts.workdir)
   return 1
+end
+
+-- `--nproc N`: the same command, without --nproc, in N processes joined by c10d.
+function M.launch(argv, nproc)
+  local cmd = {bv.dist.executable(), "train"}
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    if a == "--nproc" then
+      i = i + 1  -- and its value
+    elseif not a:match("^%-%-nproc=") then
+      cmd[#cmd + 1] = a
+    end
+    i = i + 1
+  end
+  return bv.dist.launch(cmd, nproc, {port = 0, grace = 30})
 end
 
 -- `--debug`: the error and its traceback on stderr, then a REPL in which the trainer's last

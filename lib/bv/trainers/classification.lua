@@ -8,6 +8,7 @@ local metrics = require "bv.metrics"
 local chrono_mod = require "bv.chrono"
 local evaluators = require "bv.evaluators"
 local progress_mod = require "bv.progress"
+local sharding = require "bv.sharding"
 
 local function copy(t)
   local out = {}
@@ -17,13 +18,15 @@ end
 
 local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
 
--- run = {config_file = "configs/x.lua:arg" (data workers load it for inline ops), rank, world,
+-- run = {config_file = "configs/x.lua:arg" (data workers load it for inline ops),
+--        group = a bv.dist group when several processes train together (bv.sharding),
 --        stop_after = N (optional: checkpoint and return after step N, as if stopped)}
 -- The trainer keeps run.state = {config, model, params, opt, batch, step} current, so that
 -- `bvlua train --debug` can show them in a REPL when a step fails.
 return function(config, workdir, run)
   run = run or {}
-  local rank = run.rank or 0
+  local shard = sharding.new(config, run.group)
+  local rank, world = shard.rank, shard.world
   local cfg_json = json.encode(config)
   -- stdout: notes and eval results as lines, training as one progress line (bv.progress).
   local progress = progress_mod.new()
@@ -53,7 +56,7 @@ return function(config, workdir, run)
   -- Data.
   local batch_size = config.input.batch_size
   local train_iter, ntrain = bv.data.training(config.input, {
-    seed = config.seed or 0, config = run.config_file, rank = rank, world = run.world or 1,
+    seed = config.seed or 0, config = run.config_file, rank = rank, world = world,
     position = ck and ck.state.data_position or 0})
   local total_steps = steps("total", config, ntrain, batch_size)
   progress.total_steps = total_steps
@@ -71,11 +74,18 @@ return function(config, workdir, run)
   local model = bv.models.build(config.model_name, model_cfg)
   local params = model:init(config.seed or 0)
   if config.init_head_bias and params["head/bias"] then params["head/bias"]:fill_(config.init_head_bias) end
-  mw:measure("num_params", model:param_count())
 
   -- Optimizer: big_vision's optax.make (schedules, freezing, clipping, lr_mults, wd).
-  local opt = bv.optim.new(cfg_json, model:param_shapes(),
-                           {total_steps = total_steps, batch_size = batch_size, data_size = ntrain})
+  -- With fsdp, each rank keeps the optimizer state of the parameters it owns (bv.sharding).
+  local shapes = model:param_shapes()
+  shard:plan(shapes, sharding.frozen_fn(config))
+  local opt = bv.optim.new(cfg_json, shapes, {total_steps = total_steps, batch_size = batch_size,
+                                              data_size = ntrain, owned = shard:owned(shapes)})
+  mw:measure("num_params", model:param_count())
+  -- Optimizer state held by rank 0 and by all ranks together (fsdp: about 1/world each).
+  local state_bytes = sharding.state_bytes(opt)
+  mw:measure("opt_state_bytes", state_bytes)
+  mw:measure("opt_state_bytes_all", shard:sum(state_bytes))
   local rng = bv.rng(config.seed or 0)  -- mixup's stream
 
   -- Initialise: resume > model_init > scratch.
@@ -124,20 +134,26 @@ return function(config, workdir, run)
     chrono:pause()
     note(e.name .. " evaluation...")
     chrono:log_timing("z/secs/eval/" .. e.name, function()
-      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step})) do
+      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step,
+                                                   write = rank == 0})) do
         mw:measure(e.prefix .. kv[1], kv[2])
       end
     end)
     chrono:resume()
   end
 
+  -- Every rank calls it (the optimizer state may be spread over ranks); rank 0 writes the
+  -- full, unsharded values, so any number of processes can resume.
   local function save(step, keep)
     chrono:pause()
-    local tensors = {rng = rng:state()}
-    for name, t in pairs(params) do tensors["params/" .. name] = t end
-    for name, t in pairs(opt:state()) do tensors["opt/" .. name] = t end
-    bv.ckpt.save(workdir, step, tensors,
-                 {chrono = chrono:state(), data_position = train_iter:position()}, {keep = keep})
+    local opt_state = shard:full_opt_state(opt)
+    if rank == 0 then
+      local tensors = {rng = rng:state()}
+      for name, t in pairs(params) do tensors["params/" .. name] = t end
+      for name, t in pairs(opt_state) do tensors["opt/" .. name] = t end
+      bv.ckpt.save(workdir, step, tensors, {chrono = chrono:state(), world = world,
+                   data_position = train_iter:position()}, {keep = keep})
+    end
     chrono:resume()
   end
 
@@ -171,8 +187,12 @@ return function(config, workdir, run)
     run.state.batch, run.state.step = batch, step
     local loss, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, batch.image,
                                                 batch.labels, step_opts)
+    shard:average_grads(grads)  -- over ranks: each saw batch_size / world examples
+    loss = shard:mean(loss)
     local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
     local m = opt:update(params, grads, {norms = log_now})  -- l2_params/l2_updates cost a pass
+    shard:sync_params(params)  -- fsdp: the owners broadcast what they updated
+    if log_now and shard.sharded then m.l2_updates = math.sqrt(shard:sum(m.l2_updates ^ 2)) end
 
     -- big_vision's NaN guard, checked every step; what is already checkpointed stays.
     for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do
@@ -198,7 +218,10 @@ return function(config, workdir, run)
       progress:step(step, {loss = loss, img_per_sec = chrono.img_per_sec, eta = chrono.eta})
     end
 
-    local stop = bv.stop_requested() or (run.stop_after == step and "stop_after")
+    -- Every rank stops at the same step when any of them is asked to.
+    local stop = bv.stop_requested()
+    if shard:any(stop) then stop = stop or "a stop request on another rank" end
+    stop = stop or (run.stop_after == step and "stop_after")
     local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
     if stop or keep or bv.optim.itstime(step, ckpt_every, total_steps) then save(step, keep) end
     if stop then

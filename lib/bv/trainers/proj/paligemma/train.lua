@@ -11,14 +11,16 @@ local metrics = require "bv.metrics"
 local chrono_mod = require "bv.chrono"
 local evaluators = require "bv.evaluators"
 local progress_mod = require "bv.progress"
+local sharding = require "bv.sharding"
 local predict_fns_mod = require "bv.trainers.proj.paligemma.predict_fns"
 
 local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
 
--- run: as for the classification trainer (config_file, rank, world, stop_after; run.state).
+-- run: as for the classification trainer (config_file, group, stop_after; run.state).
 return function(config, workdir, run)
   run = run or {}
-  local rank = run.rank or 0
+  local shard = sharding.new(config, run.group)
+  local rank, world = shard.rank, shard.world
   local cfg_json = json.encode(config)
   local progress = progress_mod.new()
   local function say(s) if rank == 0 then progress:print(s) end end
@@ -47,7 +49,7 @@ return function(config, workdir, run)
   -- Data: pp'd examples with image, text, mask_ar and mask_loss.
   local batch_size = config.input.batch_size
   local train_iter, ntrain = bv.data.training(config.input, {
-    seed = config.seed or 0, config = run.config_file, rank = rank, world = run.world or 1,
+    seed = config.seed or 0, config = run.config_file, rank = rank, world = world,
     position = ck and ck.state.data_position or 0})
   local total_steps = steps("total", config, ntrain, batch_size)
   progress.total_steps = total_steps
@@ -72,8 +74,14 @@ return function(config, workdir, run)
   local params = model:init(config.seed or 0)
   mw:measure("num_params", model:param_count())
 
-  local opt = bv.optim.new(cfg_json, model:param_shapes(),
-                           {total_steps = total_steps, batch_size = batch_size, data_size = ntrain})
+  -- With fsdp, each rank keeps the optimizer state of the parameters it owns (bv.sharding).
+  local shapes = model:param_shapes()
+  shard:plan(shapes, sharding.frozen_fn(config))
+  local opt = bv.optim.new(cfg_json, shapes, {total_steps = total_steps, batch_size = batch_size,
+                                              data_size = ntrain, owned = shard:owned(shapes)})
+  local state_bytes = sharding.state_bytes(opt)
+  mw:measure("opt_state_bytes", state_bytes)
+  mw:measure("opt_state_bytes_all", shard:sum(state_bytes))
 
   -- Initialise: resume > model_init > scratch.
   local first_step = 0
@@ -113,20 +121,25 @@ return function(config, workdir, run)
     chrono:pause()
     note(e.name .. " evaluation...")
     chrono:log_timing("z/secs/eval/" .. e.name, function()
-      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step})) do
+      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step,
+                                                   write = rank == 0})) do
         mw:measure(e.prefix .. kv[1], kv[2])
       end
     end)
     chrono:resume()
   end
 
+  -- Collective (see the classification trainer): rank 0 writes the full, unsharded values.
   local function save(step, keep)
     chrono:pause()
-    local tensors = {}
-    for name, t in pairs(params) do tensors["params/" .. name] = t end
-    for name, t in pairs(opt:state()) do tensors["opt/" .. name] = t end
-    bv.ckpt.save(workdir, step, tensors,
-                 {chrono = chrono:state(), data_position = train_iter:position()}, {keep = keep})
+    local opt_state = shard:full_opt_state(opt)
+    if rank == 0 then
+      local tensors = {}
+      for name, t in pairs(params) do tensors["params/" .. name] = t end
+      for name, t in pairs(opt_state) do tensors["opt/" .. name] = t end
+      bv.ckpt.save(workdir, step, tensors, {chrono = chrono:state(), world = world,
+                   data_position = train_iter:position()}, {keep = keep})
+    end
     chrono:resume()
   end
 
@@ -158,8 +171,12 @@ return function(config, workdir, run)
     local loss, grads = bv.train.lm_loss_and_grads(model.name, model.cfg_json, params, batch.image,
                                                    batch.text, batch.mask_ar, batch.mask_loss,
                                                    step_opts)
+    shard:average_grads(grads)  -- over ranks: each saw batch_size / world examples
+    loss = shard:mean(loss)
     local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
     local m = opt:update(params, grads, {norms = log_now})
+    shard:sync_params(params)  -- fsdp: the owners broadcast what they updated
+    if log_now and shard.sharded then m.l2_updates = math.sqrt(shard:sum(m.l2_updates ^ 2)) end
 
     for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do
       if not finite(kv[2]) then
@@ -177,7 +194,7 @@ return function(config, workdir, run)
       -- Supervised tokens per example (mask_loss on text[:, 1:]), as big_vision logs them.
       local n = batch.mask_loss:size(2)
       local sup = batch.mask_loss:narrow(2, 2, n - 1):to("float32"):sum(2)
-      mw:measure("avg_sup_seqlen", sup:mean():item())
+      mw:measure("avg_sup_seqlen", shard:mean(sup:mean():item()))
       mw:measure("max_sup_seqlen", sup:max():item())
       mw:measure("l2_grads", m.l2_grads)
       mw:measure("l2_params", m.l2_params)
@@ -188,7 +205,9 @@ return function(config, workdir, run)
       progress:step(step, {loss = loss, img_per_sec = chrono.img_per_sec, eta = chrono.eta})
     end
 
-    local stop = bv.stop_requested() or (run.stop_after == step and "stop_after")
+    local stop = bv.stop_requested()  -- every rank stops at the same step
+    if shard:any(stop) then stop = stop or "a stop request on another rank" end
+    stop = stop or (run.stop_after == step and "stop_after")
     local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
     if stop or keep or bv.optim.itstime(step, ckpt_every, total_steps) then save(step, keep) end
     if stop then

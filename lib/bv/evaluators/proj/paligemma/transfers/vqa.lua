@@ -65,7 +65,7 @@ local function at(v, i)
   return v[i]
 end
 
--- ctx = {workdir =, step =} from the trainer (for the outfile's name).
+-- ctx = {workdir =, step =, write = false on ranks other than 0} from the trainer.
 function Evaluator:run(params, ctx)
   ctx = ctx or {}
   local tok = type(self.tokenizer) == "table" and self.tokenizer or bv.text.tokenizer(self.tokenizer)
@@ -107,7 +107,7 @@ function Evaluator:run(params, ctx)
       end
     end
   end
-  if self.outfile and self.outfile ~= "" then
+  if self.outfile and self.outfile ~= "" and ctx.write ~= false then  -- rank 0 alone writes
     local path = self.outfile:gsub("{(%w+)}", {workdir = ctx.workdir or ".", split = self.split,
                                                step = tostring(ctx.step or 0)})
     local dir = path:match("^(.*)/[^/]*$")
