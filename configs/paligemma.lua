@@ -1,0 +1,121 @@
+-- PaliGemma fine-tuned to answer "count" on the lines data set (big_vision's GPU tutorial):
+-- the prefix is "count", the suffix the number of crossings ("0", "1" or "2").
+--
+--   bvlua run scripts/make_lines.lua data/lines
+--   BV_GEMMA_DIR=ckpts bvlua train configs/paligemma.lua --workdir runs/pg       # PaliGemma-3B, GPU
+--   bvlua train configs/paligemma.lua:variant=tiny --workdir runs/pg_tiny        # CPU, minutes
+--
+-- The real model needs $BV_GEMMA_DIR/pt_224.npz (model_init) and gemma_tokenizer.model there.
+-- variant=tiny swaps in a tiny ViT, a tiny Gemma and a SentencePiece model trained on the fly
+-- (data/lines/tiny_sp.model), and trains from scratch.
+-- Arguments: variant (full or tiny), res (default 224, tiny 64), text_len, freeze_vit, freeze_llm, model_init (a vanity
+-- name such as pt_224, or an .npz path).
+--
+-- Memory (fp32 parameters, from model:param_shapes()): PaliGemma-3B has 2,923,335,408
+-- parameters: 11.7 GB of parameters, 11.7 GB of gradients, and for Adafactor's factored state
+-- about 5.9 GB more (its momentum in bf16) -- about 30 GB before activations, so full fine-tuning
+-- wants an 80 GB GPU or freeze_vit/freeze_llm (frozen parts get no gradients and no state).
+-- config.autocast = "bfloat16" runs the forward's matmuls in bf16; parameters stay fp32.
+local config = require "bv.config"
+
+-- `stop`: only the first examples of the split (the tutorial trains on 128).
+local function lines_data(split, stop)
+  return {name = "bv:jsonl", fname = "data/lines/" .. split .. ".jsonl",
+          fopen_keys = {image = "data/lines"}, stop = stop}
+end
+
+-- A small SentencePiece model with Gemma's special ids, trained once from a few lines.
+local TINY_TOKENIZER = "data/lines/tiny_sp.model"
+local function tiny_tokenizer()
+  if not bv.fs.exists(TINY_TOKENIZER) then
+    local lines = {}
+    local words = {"count", "the", "lines", "cross", "how", "many", "times", "red", "blue",
+                   "answer", "zero", "one", "two", "image", "question", "number"}
+    for i = 1, 200 do
+      lines[i] = string.format("%s %s %d %s %d", words[i % #words + 1], words[(i * 7) % #words + 1],
+                               i % 3, words[(i * 3) % #words + 1], (i * 5) % 10)
+    end
+    bv.fs.mkdirs("data/lines")
+    bv.text.train_sentencepiece{lines = lines, vocab_size = 64, path = TINY_TOKENIZER,
+                                gemma_like = true, hard_vocab_limit = false}
+  end
+  return "sp(model='" .. TINY_TOKENIZER .. "')"
+end
+
+local function get_config(arg)
+  arg = config.parse_arg(arg, {{"variant", "full"}, {"res", 0}, {"text_len", 8},
+                               {"freeze_vit", false}, {"freeze_llm", false},
+                               {"model_init", "pt_224"}})
+  local tiny = arg.variant == "tiny"
+  if not tiny and arg.variant ~= "full" then error("paligemma: variant is full or tiny", 0) end
+  local res = arg.res > 0 and arg.res or (tiny and 64 or 224)
+  local tok = tiny and tiny_tokenizer() or bv.paligemma.TOKENIZER
+  local image = string.format("decode|resize(%d, method='area')|value_range(-1, 1)", res)
+  local prompt = 'strfmt("count", outkey="prefix")'
+  local train_pp = table.concat({image, prompt, 'strfmt("{label}", outkey="suffix")',
+    bv.paligemma.combine_and_keep_train{text_len = arg.text_len, model = tok}}, "|")
+  local eval_pp = table.concat({image, prompt, 'strfmt("{label}", outkey="answer")',
+    bv.paligemma.combine_and_keep_eval{text_len = arg.text_len, keep = {"answer"}, model = tok}}, "|")
+
+  local c = {}
+  c.seed = 0
+  c.trainer = "proj.paligemma.train"
+  c.input = {data = lines_data("train", 128), batch_size = 16, shuffle_buffer_size = 1000,
+             pp = train_pp}
+  c.total_examples = 128 * 8  -- the tutorial's 128 examples, 8 epochs
+
+  c.optax_name = "big_vision.scale_by_adafactor"
+  c.lr = 1e-5
+  c.wd = 0
+  c.grad_clip_norm = 1.0
+  c.label_smoothing = 0
+  local sched = {decay_type = "cosine", warmup_percent = 0.05}
+  c.schedule = {{"img/.*", (not arg.freeze_vit) and sched or false},
+                {"llm/.*", (not arg.freeze_llm) and sched or false}}
+
+  c.model_name = "proj.paligemma.paligemma"
+  c.model = {img = {variant = "So400m/14", pool_type = "none", scan = true},
+             llm = {variant = "gemma_2b", vocab_size = 257152, dropout = 0}}
+  c.model_init = arg.model_init
+  -- big_vision's FSDP setup for PaliGemma (bvlua: optimizer state sharded by owner, see
+  -- README "Several processes"); one process is the same as replicate.
+  c.mesh = {{"data", -1}}
+  c.sharding_strategy = {{".*", 'fsdp(axis="data")'}}
+  c.sharding_rules = {{"act_batch", {"data"}}}
+  c.log_training_steps = 8
+  c.ckpt_steps = 64
+
+  c.evals = {
+    ["val/vqa"] = {type = "proj.paligemma.transfers.vqa", pred = "decode",
+                   pred_kw = {max_decode_len = arg.text_len}, tokenizer = tok,
+                   outfile = "{workdir}/vqa_{split}_{step}.json",
+                   data = lines_data("val"), pp = eval_pp, log_percent = 0.5},
+    ["val/pplx"] = {type = "proj.paligemma.perplexity", pred = "logits", key = "text",
+                    shift_labels = true, data = lines_data("val"), pp = train_pp,
+                    log_percent = 0.5},
+  }
+
+  if tiny then
+    local vocab = bv.text.tokenizer(tok).vocab_size
+    -- From scratch: a zero-initialised img/head would feed all-zero image tokens to the LLM,
+    -- whose RMSNorm then gives them huge gradients; a random head trains smoothly.
+    c.model = {img = {variant = "mu/8", width = 64, depth = 2, mlp_dim = 256, pool_type = "none",
+                     head_zeroinit = false},
+               llm = {variant = "gemma_2b", width = 64, depth = 2, mlp_dim = 128, num_heads = 2,
+                      num_kv_heads = 1, head_dim = 32, vocab_size = vocab}}
+    c.model_init = nil
+    -- From scratch, 128 examples are too few to learn counting: the whole split, and a
+    -- quarter of val for the evals so they stay quick.
+    c.input.data = lines_data("train")
+    for _, e in pairs(c.evals) do e.data = lines_data("val", 256) end
+    c.optax_name = "scale_by_adam"
+    c.lr = 3e-3
+    c.total_examples = nil
+    c.total_steps = 300
+    c.log_training_steps = 20
+    c.ckpt_steps = 100
+  end
+  return c
+end
+
+return get_config

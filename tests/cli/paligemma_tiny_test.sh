@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A shortened `bvlua train configs/paligemma.lua:variant=tiny`: the whole PaliGemma path (lines
+# data, a SentencePiece model trained on the fly, the prefix-LM trainer, decoding, the vqa and
+# perplexity evaluators) runs, the loss falls, and the vqa outfile is written per step.
+# Usage: paligemma_tiny_test.sh path/to/bvlua
+set -u
+BVLUA=$(realpath "${1:?usage: paligemma_tiny_test.sh path/to/bvlua}")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; cat "$TMP/out" 2>/dev/null | tail -30; exit 1; }
+
+cd "$TMP" || exit 1  # the config reads data/lines/ relative to the working directory
+"$BVLUA" run "$ROOT/scripts/make_lines.lua" data/lines --train 64 --val 16 --test 1 >/dev/null \
+  || fail "make_lines"
+"$BVLUA" train "$ROOT/configs/paligemma.lua:variant=tiny" --workdir w \
+  --config.total_steps=30 --config.log_training_steps=5 --config.ckpt_steps=30 \
+  --config.input.batch_size=8 --config.evals.val/vqa.log_percent=1.0 \
+  --config.evals.val/pplx.log_percent=1.0 >"$TMP/out" 2>&1 || fail "train exited with $?"
+
+[ -f data/lines/tiny_sp.model ] || fail "the tiny tokenizer was not trained"
+for step in 0 30; do
+  [ -s "w/vqa_val_$step.json" ] || fail "no vqa outfile for step $step"
+done
+grep -q '"answer"' w/vqa_val_30.json || fail "the vqa outfile holds no answers"
+grep -q '^\[30\] val/vqa/acc = ' "$TMP/out" || fail "val/vqa/acc not printed at step 30"
+grep -q '^\[30\] val/pplx/avg = ' "$TMP/out" || fail "val/pplx/avg not printed at step 30"
+# The loss at step 30 is below the loss at step 1 (it starts near log(vocab) = 4.2).
+"$BVLUA" -e "
+local first, last
+for line in io.lines('w/big_vision_metrics.txt') do
+  local step, loss = line:match('\"step\": (%d+).-\"training_loss\": ([%d.e+-]+)')
+  if step then first = first or tonumber(loss); last = tonumber(loss) end
+end
+assert(first and last, 'no training_loss in the metrics file')
+assert(last < 0.5 * first, string.format('loss did not fall: %g -> %g', first, last))" \
+  || fail "loss"
+# The same trainer in 2 processes with fsdp (bv.sharding): it runs, rank 0 alone writes.
+"$BVLUA" train "$ROOT/configs/paligemma.lua:variant=tiny" --workdir w2 --nproc 2 \
+  --config.total_steps=4 --config.log_training_steps=2 --config.ckpt_steps=4 \
+  --config.input.batch_size=8 --config.evals.val/vqa.log_percent=1.0 \
+  --config.evals.val/pplx.log_percent=1.0 \
+  '--config.sharding_strategy=[[".*","fsdp(axis=\"data\", min_size_to_shard_mb=0)"]]' \
+  >"$TMP/out" 2>&1 || fail "2-process train exited with $?"
+[ -s w2/vqa_val_4.json ] || fail "no vqa outfile from the 2-process run"
+grep -q '"opt_state_bytes_all"' w2/big_vision_metrics.txt || fail "no opt_state_bytes_all"
+echo "OK"
