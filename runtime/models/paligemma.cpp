@@ -3,6 +3,9 @@
 //   width) ; text -> llm embedding * sqrt(D) ; [image tokens; text tokens] -> Gemma with the
 //   prefix-LM mask from mask_ar -> logits of the text positions
 // Parameters: big_vision's "img/..." (the ViT tree) and "llm/..." (the Gemma tree).
+// img_model = "bit" (big_vision's Model takes any image model by name) puts a BiT ResNet there
+// instead: its last feature map's cells are the image tokens, projected by img/head. A small
+// CNN learns from scratch far faster than a small ViT (configs/paligemma.lua:variant=tiny).
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +19,7 @@
 namespace bv::models {
 
 const ModelApi& vit_api();    // vit.cpp
+const ModelApi& bit_api();    // bit.cpp
 const ModelApi& gemma_api();  // gemma.cpp
 
 namespace {
@@ -24,6 +28,8 @@ using json = nlohmann::json;
 
 struct Parts {
   json img, llm;
+  bool bit = false;  // img_model = "bit"
+  int64_t width = 0;  // the LLM's width: what img/head projects to
 };
 
 // The two sub-configs with PaliGemma's defaults: So400m/14 with pool none and scan, the ViT head
@@ -35,25 +41,54 @@ Parts parse_config(const json& cfg) {
     BV_CHECK(known.count(key), "paligemma: unknown config key '", key, "'");
   }
   Parts p;
-  p.img = json{{"variant", "So400m/14"}, {"pool_type", "none"}, {"scan", true}};
+  std::string img_model = "vit";
+  if (cfg.contains("img_model")) {
+    BV_CHECK(cfg["img_model"].is_string(), "paligemma: img_model must be a string");
+    img_model = cfg["img_model"].get<std::string>();
+  }
+  BV_CHECK(img_model == "vit" || img_model == "bit", "paligemma: img_model '", img_model,
+           "' is not supported (vit or bit)");
+  p.bit = img_model == "bit";
+  if (p.bit) {
+    p.img = json{{"depth", 26}, {"width", 1}};
+  } else {
+    p.img = json{{"variant", "So400m/14"}, {"pool_type", "none"}, {"scan", true}};
+  }
   p.llm = json{{"variant", "gemma_2b"}, {"vocab_size", 257152}};
   if (cfg.contains("img")) p.img.update(cfg["img"]);
   if (cfg.contains("llm")) p.llm.update(cfg["llm"]);
-  if (!p.img.contains("num_classes") || p.img["num_classes"].is_null()) {
-    // The ViT head is the projection into the LLM: its size is the LLM's width.
-    int64_t width = 0;
-    for (const ParamSpec& s : gemma_api().param_specs(p.llm)) {
-      if (s.name == "embedder/input_embedding") width = s.shape[1];
-    }
-    p.img["num_classes"] = width;
+  for (const ParamSpec& s : gemma_api().param_specs(p.llm)) {
+    if (s.name == "embedder/input_embedding") p.width = s.shape[1];
+  }
+  if (p.bit) {
+    BV_CHECK(!p.img.contains("num_classes"), "paligemma: img_model bit takes no num_classes ",
+             "(img/head projects to the LLM's width)");
+  } else if (!p.img.contains("num_classes") || p.img["num_classes"].is_null()) {
+    p.img["num_classes"] = p.width;  // the ViT head is the projection into the LLM
   }
   return p;
+}
+
+// BiT's channels after its last stage.
+int64_t bit_channels(const json& img) {
+  int64_t c = 0;
+  for (const ParamSpec& s : bit_api().param_specs(img)) {
+    if (s.shape.size() == 4) c = s.shape[3];  // the last conv kernel is the last stage's conv3
+  }
+  return c;
 }
 
 std::vector<ParamSpec> paligemma_param_specs(const json& cfg) {
   Parts p = parse_config(cfg);
   std::vector<ParamSpec> out;
-  append_prefixed(out, vit_api().param_specs(p.img), "img/");
+  if (p.bit) {
+    append_prefixed(out, bit_api().param_specs(p.img), "img/");
+    int64_t c = bit_channels(p.img);
+    out.push_back({"img/head/kernel", {c, p.width}, at::kFloat, Init::kLecunNormal, 0, c, p.width});
+    out.push_back({"img/head/bias", {p.width}, at::kFloat, Init::kZeros});
+  } else {
+    append_prefixed(out, vit_api().param_specs(p.img), "img/");
+  }
   append_prefixed(out, gemma_api().param_specs(p.llm), "llm/");
   return out;
 }
@@ -82,7 +117,17 @@ Embedded embed_image_and_text(const Parts& p, const Params& params, const at::Te
                               const at::Tensor& input_mask, bool train) {
   int64_t B = text.size(0);
   Embedded e;
-  e.zimg = vit_api().apply(p.img, subtree(params, "img/"), {image}, train).out;  // [B, N, D]
+  Params img = subtree(params, "img/");
+  if (p.bit) {
+    Output o = bit_api().apply(p.img, img, {image}, train);
+    at::Tensor fmap;  // [B, h, w, C]: each cell is a token
+    for (const auto& [name, t] : o.aux) {
+      if (name == "pre_logits_2d") fmap = t;
+    }
+    e.zimg = dense(img, "head", fmap.reshape({B, -1, fmap.size(3)}), "paligemma img");
+  } else {
+    e.zimg = vit_api().apply(p.img, img, {image}, train).out;  // [B, N, D]
+  }
   BV_CHECK(e.zimg.dim() == 3 && e.zimg.size(0) == B, "paligemma: the image encoder gave [",
            e.zimg.sizes(), "] for a batch of ", B);
   e.n_img = e.zimg.size(1);
@@ -122,6 +167,14 @@ Output paligemma_apply(const json& cfg, const Params& params, const std::vector<
   out.aux.emplace_back("text_tokens", text_logits.argmax(-1));
   out.out = text_logits;
   return out;
+}
+
+// BiT's convolution kernels prefer OIHW memory (bit.cpp); the ViT and Gemma row-major.
+void paligemma_relayout(Params& params) {
+  if (!params.count("img/conv_root/kernel")) return;  // a ViT: nothing to do
+  Params img = subtree(params, "img/");
+  bit_api().relayout(img);
+  for (auto& [name, t] : img) params["img/" + name] = t;
 }
 
 }  // namespace
@@ -166,7 +219,7 @@ const ModelApi& paligemma_api() {
       "proj.paligemma.paligemma(img={variant='So400m/14', pool_type='none', scan=True}, "
       "llm={variant='gemma_2b', vocab_size=257152}): PaliGemma (image encoder + Gemma with a "
       "prefix-LM mask)",
-      paligemma_param_specs, nullptr, paligemma_apply};
+      paligemma_param_specs, nullptr, paligemma_apply, paligemma_relayout};
   return api;
 }
 

@@ -105,4 +105,22 @@ T.test("samplers: greedy, temperature, nucleus; bad specs name themselves", func
   T.raises(function() bv.models.sample(logits, "nucleus(t=1)", bv.rng(0)) end, "nucleus needs p")
 end)
 
+T.test("img_model = bit: the ResNet's last feature map gives the image tokens", function()
+  local m = bv.models.build("proj.paligemma.paligemma", {img_model = "bit",
+    img = {depth = {1, 1, 1, 1}, width = 0.5},
+    llm = {width = 32, depth = 1, mlp_dim = 48, num_heads = 2, num_kv_heads = 1, head_dim = 16,
+           vocab_size = 20}})
+  local p = m:init(0)
+  T.eq(p["img/head/kernel"]:shape(), {1024, 32})  -- half-width BiT ends with 1024 channels
+  local text = bv.tensor({{2, 5, 6}, {2, 7, 8}})
+  local logits, out = m:apply(p, bv.randn({2, 64, 64, 3}, bv.rng(1)), text)
+  T.eq(logits:shape(), {2, 3, 20})
+  T.eq(out["img/zimg"]:shape(), {2, 4, 32})  -- 64 px / 32 = a 2x2 map: 4 tokens
+  T.raises(function() bv.models.build("proj.paligemma.paligemma", {img_model = "resnet"}) end,
+           "img_model 'resnet' is not supported")
+  T.raises(function()
+    bv.models.build("proj.paligemma.paligemma", {img_model = "bit", img = {num_classes = 3}})
+  end, "takes no num_classes")
+end)
+
 T.run()

@@ -66,7 +66,7 @@ return function(config, workdir, run)
   -- Model: big_vision builds Model(**config.model); the ViT's image size comes from the data.
   local model_cfg = json.decode(json.encode(config.model or {}))
   model_cfg.img = model_cfg.img or {}
-  if model_cfg.img.image_size == nil then
+  if model_cfg.img.image_size == nil and (model_cfg.img_model or "vit") == "vit" then
     local shape = first_batch.image:shape()
     model_cfg.img.image_size = {shape[2], shape[3]}
   end
