@@ -21,6 +21,7 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void install_stop_handlers() {
+  g_signal.store(0);  // a new run (e.g. a second `train` in one REPL session) starts unstopped
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

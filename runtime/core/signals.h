@@ -4,7 +4,8 @@
 
 namespace bv {
 
-void install_stop_handlers();  // SIGTERM and SIGINT set the flag; a second SIGINT kills as usual
+// SIGTERM and SIGINT set the flag (cleared here); a second SIGINT kills as usual.
+void install_stop_handlers();
 bool stop_requested();
 const char* stop_signal_name();  // "SIGTERM", "SIGINT" or ""
 
