@@ -6,7 +6,7 @@
 set -u
 BVLUA=$(realpath "${1:?usage: dist_train_test.sh path/to/bvlua}")
 TMP=$(mktemp -d)
-trap 'pkill -9 -f "$TMP/" 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'pkill -9 -f "$TMP/" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; tail -20 "$TMP/out" 2>/dev/null; exit 1; }
 
 # 16 examples; the colour gives the label.
@@ -34,6 +34,9 @@ return {
   grad_clip_norm = 0.5, schedule = {},
   log_training_steps = 1, ckpt_steps = 4,
   sharding_strategy = {{".*", "replicate"}},
+  evals = {train = {type = "classification", data = {name = "bv:jsonl", fname = "$TMP/train.jsonl",
+                    fopen_keys = {image = "$TMP"}}, log_steps = 4, loss_name = "softmax_xent",
+                    pp = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")|keep("image", "labels")'}},
 }
 LUA
 FSDP='--config.sharding_strategy=[[".*","fsdp(axis=\"data\", min_size_to_shard_mb=0)"]]'
@@ -81,6 +84,22 @@ for _, w in ipairs({'rep', 'fsdp', 'a2to1', 'a1to2'}) do
                       .. '%.3g (relative)', w, worst_p, worst_m))
   assert(worst_p < 1e-5, w .. ': float32 tensors differ from the 1-process run by ' .. worst_p)
   assert(worst_m <= 2 ^ -7, w .. ': bf16 momentum differs from the 1-process run by ' .. worst_m)
+end
+-- The evaluator's numbers, each rank on half of the split and summed, equal the 1-process ones.
+local function evals(w)
+  local out = {}
+  for line in io.lines('$TMP/' .. w .. '/big_vision_metrics.txt') do
+    local step, acc = line:match('\"step\": (%d+).-\"train/prec@1\": ([%d.e+-]+)')
+    local loss = line:match('\"train/loss\": ([%d.e+-]+)')
+    if step then out[#out + 1] = {tonumber(step), tonumber(acc), tonumber(loss)} end
+  end
+  return out
+end
+local e1, e2 = evals('one'), evals('fsdp')
+assert(#e1 == 3 and #e2 == 3, 'expected evaluations at steps 0, 4 and 8, got ' .. #e1 .. ' and ' .. #e2)
+for i = 1, 3 do
+  assert(e1[i][1] == e2[i][1] and e1[i][2] == e2[i][2], 'prec@1 differs at step ' .. e1[i][1])
+  assert(math.abs(e1[i][3] - e2[i][3]) < 1e-5, 'eval loss differs at step ' .. e1[i][1])
 end
 -- fsdp: rank 0 holds about half of the optimizer state, the two ranks together all of it.
 local function first(w, key)

@@ -84,9 +84,11 @@ function Evaluator:_batch(params, batch)
   return (correct * m):sum():item(), (loss * m):sum():item(), m:sum():item()
 end
 
--- Runs over the whole data set; returns {{"prec@1", p}, {"loss", l}}.
-function Evaluator:run(params)
-  local it <close> = self.make_iter()
+-- Runs over the whole data set; returns {{"prec@1", p}, {"loss", l}}. ctx.sum (several
+-- processes): each rank runs its part of the split and the counts are summed over ranks.
+function Evaluator:run(params, ctx)
+  local sum = ctx and ctx.sum
+  local it <close> = self.make_iter(sum and ctx)
   local ncorrect, loss, nseen = 0.0, 0.0, 0.0
   while true do
     local batch = it:next()
@@ -94,6 +96,7 @@ function Evaluator:run(params)
     local c, l, n = self:_batch(params, batch)
     ncorrect, loss, nseen = ncorrect + c, loss + l, nseen + n
   end
+  if sum then ncorrect, loss, nseen = sum(ncorrect), sum(loss), sum(nseen) end
   return {{"prec@1", ncorrect / nseen}, {"loss", loss / nseen}}
 end
 

@@ -151,8 +151,8 @@ function M.from_config(config, predict_fns, get_steps)
 end
 
 -- The input pipeline keys every evaluator accepts (big_vision's eval_input_pipeline), taken off
--- cfg. Returns a function making a fresh inference iterator (and the example count) on each
--- call: the pipeline is rebuilt on every run.
+-- cfg. Returns a function make_iter([part]) making a fresh inference iterator (and the example
+-- count) on each call: the pipeline is rebuilt on every run.
 --   data         the data source config (bv:jsonl, bv:imagefolder)
 --   pp_fn / pp   the pp string (big_vision calls it pp_fn; bvlua's configs say pp)
 --   batch_size   examples per batch (the last one padded, with `_mask`)
@@ -187,9 +187,12 @@ function M.input_pipeline(cfg, what)
   if #left > 0 then
     error(string.format("%s: unexpected config keys: %s", what, table.concat(left, ", ")), 3)
   end
-  return function()
+  -- part = {rank =, world =}: this process's part of the split (evaluators that combine their
+  -- sums over ranks); nil: the whole split.
+  return function(part)
     return data.inference({data = d, pp = pp, batch_size = batch_size},
-                          {workers = workers, config = config_file})
+                          {workers = workers, config = config_file,
+                           rank = part and part.rank, world = part and part.world})
   end
 end
 

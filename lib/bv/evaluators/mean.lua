@@ -29,9 +29,11 @@ local function shape_str(shape)
   return "[" .. table.concat(shape, ", ") .. "]"
 end
 
--- Runs over the whole data set; returns {{name, mean}, ...} sorted by name.
-function Evaluator:run(params)
-  local it <close> = self.make_iter()
+-- Runs over the whole data set; returns {{name, mean}, ...} sorted by name. ctx.sum (several
+-- processes): each rank runs its part of the split and the sums are summed over ranks.
+function Evaluator:run(params, ctx)
+  local sum = ctx and ctx.sum
+  local it <close> = self.make_iter(sum and ctx)
   local names, sums, count = nil, {}, 0
   while true do
     local batch = it:next()
@@ -71,6 +73,12 @@ function Evaluator:run(params)
     for _, real in ipairs(mask) do
       if real then count = count + 1 end
     end
+  end
+  if sum then
+    -- Every rank must make the same calls: a part without examples cannot say its names.
+    if names == nil then error("mean: this process's part of the data set is empty", 0) end
+    for _, k in ipairs(names) do sums[k] = sum(sums[k]) end
+    count = sum(count)
   end
   local results = {}
   for _, k in ipairs(names or {}) do results[#results + 1] = {k, sums[k] / count} end

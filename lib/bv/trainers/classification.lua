@@ -130,12 +130,18 @@ return function(config, workdir, run)
   local evals = evaluators.from_config(eval_config, predict_fns, get_steps)
   for _, e in ipairs(evals) do eval_prefixes[#eval_prefixes + 1] = e.prefix end
 
+  -- What evaluators get: the outfile's fields; with several processes, their part of the split
+  -- and the sum over ranks (evaluators that do not use it run the whole split on every rank).
+  local function eval_ctx(step)
+    return {workdir = workdir, step = step, write = rank == 0, rank = rank, world = world,
+            sum = world > 1 and function(x) return shard:sum(x) end or nil}
+  end
+
   local function run_eval(e, step)
     chrono:pause()
     note(e.name .. " evaluation...")
     chrono:log_timing("z/secs/eval/" .. e.name, function()
-      for _, kv in ipairs(e.evaluator:run(params, {workdir = workdir, step = step,
-                                                   write = rank == 0})) do
+      for _, kv in ipairs(e.evaluator:run(params, eval_ctx(step))) do
         mw:measure(e.prefix .. kv[1], kv[2])
       end
     end)
