@@ -161,12 +161,46 @@ local function matches_any(name, regexes)
   return false
 end
 
+-- big_vision's {img = init, llm = init} form: each part of the model (the parameters under
+-- "img/", "llm/") from its own file; dont_load patterns match names inside a part ("head/.*").
+-- Parts not named stay as they are.
+function Model:_load_parts(params, inits, opts)
+  local parts = {}
+  for part, init in pairs(inits) do
+    if type(part) ~= "string" or type(init) ~= "string" then
+      error("model_init: a table must map part names to inits, e.g. {img = 'x.npz:img'}", 0)
+    end
+    parts[#parts + 1] = part
+  end
+  table.sort(parts)
+  local out = {}
+  for name, t in pairs(params) do out[name] = t end
+  local report = {loaded = {}, missing = {}, unused = {}, resampled = {}}
+  for _, part in ipairs(parts) do
+    local prefix, sub = part .. "/", {}
+    for name, t in pairs(params) do
+      if name:sub(1, #prefix) == prefix then sub[name:sub(#prefix + 1)] = t end
+    end
+    if next(sub) == nil then
+      error(string.format("model_init: the model has no parameters under '%s'", prefix), 0)
+    end
+    local got, r = self:load(sub, inits[part], opts)
+    for name, t in pairs(got) do out[prefix .. name] = t end
+    for k, list in pairs(r) do
+      for _, name in ipairs(list) do table.insert(report[k], prefix .. name) end
+    end
+  end
+  for _, k in ipairs({"loaded", "missing", "unused", "resampled"}) do table.sort(report[k]) end
+  return out, report
+end
+
 -- Loads `init` (a path, "path.npz:subtree", or a vanity name) over `params` (the model's fresh
 -- parameters, which give the names and shapes wanted). opts: dont_load = {regex, ...} keeps
 -- those from `params`; allow_missing / allow_unused turn the report into a warning.
 -- Returns the new parameters and a report {loaded=, missing=, unused=, resampled=}.
 function Model:load(params, init, opts)
   opts = opts or {}
+  if type(init) == "table" then return self:_load_parts(params, init, opts) end
   local path, prefix = split_init(init)
   local loaded = bv.ckpt.load_npz(path, function(name) return name:sub(1, #prefix) == prefix end)
   if prefix ~= "" then

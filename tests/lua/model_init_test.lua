@@ -99,5 +99,30 @@ T.test("vanity names and missing files", function()
   T.raises(function() vit():load(vit():init(0), tmp .. "/nope.npz") end, "nope.npz")
 end)
 
+T.test("{img = ..., llm = ...}: each part from its own file", function()
+  local m = bv.models.build("proj.paligemma.paligemma", {img = {variant = "mu/4", image_size = 8},
+    llm = {width = 16, depth = 1, mlp_dim = 24, num_heads = 2, num_kv_heads = 1, head_dim = 8,
+           vocab_size = 12}})
+  local src = m:init(1)
+  local img, llm = {}, {}
+  for name, t in pairs(src) do
+    local part, rest = name:match("^(%w+)/(.*)$")
+    if part == "img" then img["img/" .. rest] = t else llm[rest] = t end
+  end
+  bv.ckpt.save_npz(tmp .. "/img.npz", img)   -- the image tower under img/, as in a PaliGemma file
+  bv.ckpt.save_npz(tmp .. "/llm.npz", llm)   -- the LLM at the root
+  local fresh = m:init(2)
+  local p, report = m:load(fresh, {img = tmp .. "/img.npz:img", llm = tmp .. "/llm.npz"})
+  T.truthy(same(src, p), "every parameter comes from the files")
+  T.eq(#report.loaded, m:param_count() > 0 and #m:param_shapes() or 0)
+  -- Only one part named: the other stays fresh; dont_load works inside the part.
+  local q = m:load(fresh, {llm = tmp .. "/llm.npz"}, {dont_load = {"final_norm/.*"}})
+  T.truthy(q["img/head/kernel"] == fresh["img/head/kernel"], "img stays fresh")
+  T.truthy(q["llm/final_norm/scale"] == fresh["llm/final_norm/scale"], "dont_load kept it")
+  T.truthy(q["llm/embedder/input_embedding"] == src["llm/embedder/input_embedding"], "llm loaded")
+  T.raises(function() m:load(fresh, {txt = tmp .. "/llm.npz"}) end, "no parameters under 'txt/'")
+  T.raises(function() m:load(fresh, {img = 3}) end, "must map part names to inits")
+end)
+
 T.run()
 os.execute("rm -rf '" .. tmp .. "'")
