@@ -4,11 +4,10 @@
 -- One native call does forward, loss and backward (bv.train.loss_and_grads), one the optimizer
 -- update (opt:update). Metrics go to WORKDIR/big_vision_metrics.txt with big_vision's names.
 local json = require "bv.json"
-local metrics = require "bv.metrics"
 local chrono_mod = require "bv.chrono"
-local evaluators = require "bv.evaluators"
 local progress_mod = require "bv.progress"
 local sharding = require "bv.sharding"
+local common = require "bv.trainers.common"
 
 local function copy(t)
   local out = {}
@@ -38,16 +37,7 @@ return function(config, workdir, run)
   local chrono = chrono_mod.new()  -- first: program time starts here
   bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
-  -- Evaluator metrics (under each eval's prefix) get lines of their own; the training metrics
-  -- are on the progress line.
-  local eval_prefixes = {}
-  local mw = metrics.writer(workdir, {enabled = rank == 0, print = say, show = function(name)
-    if name:find("^z/secs/eval/") then return true end
-    for _, p in ipairs(eval_prefixes) do
-      if name:sub(1, #p) == p then return true end
-    end
-    return false
-  end})
+  local mw = common.metrics_writer(workdir, rank, say)
 
   -- Resume first: the data must start where the checkpoint left off.
   local ck = bv.ckpt.load(workdir)
@@ -120,48 +110,13 @@ return function(config, workdir, run)
     local n = steps(prefix, cfg, ntrain, batch_size, total_steps, 0)
     return n > 0 and n or nil
   end
-  -- Evaluators' data workers load the config file too, for ops it registers inline.
-  local eval_config = copy(config)
-  eval_config.evals = {}
-  for name, e in pairs(config.evals or {}) do
-    eval_config.evals[name] = copy(e)
-    eval_config.evals[name]._config_file = run.config_file
-  end
-  local evals = evaluators.from_config(eval_config, predict_fns, get_steps)
-  for _, e in ipairs(evals) do eval_prefixes[#eval_prefixes + 1] = e.prefix end
+  local evals, run_eval = common.evaluations{config = config, run = run,
+    predict_fns = predict_fns, get_steps = get_steps, mw = mw, chrono = chrono, note = note,
+    workdir = workdir, shard = shard}
 
-  -- What evaluators get: the outfile's fields; with several processes, their part of the split
-  -- and the sum over ranks (evaluators that do not use it run the whole split on every rank).
-  local function eval_ctx(step)
-    return {workdir = workdir, step = step, write = rank == 0, rank = rank, world = world,
-            sum = world > 1 and function(x) return shard:sum(x) end or nil}
-  end
-
-  local function run_eval(e, step)
-    chrono:pause()
-    note(e.name .. " evaluation...")
-    chrono:log_timing("z/secs/eval/" .. e.name, function()
-      for _, kv in ipairs(e.evaluator:run(params, eval_ctx(step))) do
-        mw:measure(e.prefix .. kv[1], kv[2])
-      end
-    end)
-    chrono:resume()
-  end
-
-  -- Every rank calls it (the optimizer state may be spread over ranks); rank 0 writes the
-  -- full, unsharded values, so any number of processes can resume.
-  local function save(step, keep)
-    chrono:pause()
-    local opt_state = shard:full_opt_state(opt)
-    if rank == 0 then
-      local tensors = {rng = rng:state()}
-      for name, t in pairs(params) do tensors["params/" .. name] = t end
-      for name, t in pairs(opt_state) do tensors["opt/" .. name] = t end
-      bv.ckpt.save(workdir, step, tensors, {chrono = chrono:state(), world = world,
-                   data_position = train_iter:position()}, {keep = keep})
-    end
-    chrono:resume()
-  end
+  local ckpt = {workdir = workdir, shard = shard, opt = opt, chrono = chrono,
+                train_iter = train_iter}
+  local function save(step, keep) common.save(ckpt, params, step, keep, {rng = rng:state()}) end
 
   chrono:inform({first_step = first_step, total_steps = total_steps, global_bs = batch_size,
                  steps_per_epoch = ntrain / batch_size,
@@ -171,7 +126,7 @@ return function(config, workdir, run)
   if first_step == 0 or first_step == total_steps then
     mw:step_start(first_step)
     for _, e in ipairs(evals) do
-      if not e.skip_first or first_step == total_steps then run_eval(e, first_step) end
+      if not e.skip_first or first_step == total_steps then run_eval(e, params, first_step) end
     end
     mw:step_end()
   end
@@ -239,7 +194,9 @@ return function(config, workdir, run)
     end
 
     for _, e in ipairs(evals) do
-      if bv.optim.itstime(step, e.log_steps or 0, total_steps, {first = false}) then run_eval(e, step) end
+      if bv.optim.itstime(step, e.log_steps or 0, total_steps, {first = false}) then
+        run_eval(e, params, step)
+      end
     end
     mw:step_end()
   end

@@ -1,0 +1,71 @@
+-- What the trainers share around their training step: the metrics writer, the evaluators and
+-- how one runs, and the checkpoint save. Each trainer keeps its own loop, as big_vision's do;
+-- these are the parts that would otherwise be copied word for word.
+local metrics = require "bv.metrics"
+local evaluators = require "bv.evaluators"
+
+local M = {}
+
+-- The metrics file and log lines (rank 0 writes). Evaluator metrics (under the prefixes that
+-- M.evaluations adds) and eval timings get lines of their own; the training metrics are on the
+-- progress line.
+function M.metrics_writer(workdir, rank, say)
+  local prefixes = {}
+  local mw = metrics.writer(workdir, {enabled = rank == 0, print = say, show = function(name)
+    if name:find("^z/secs/eval/") then return true end
+    for _, p in ipairs(prefixes) do
+      if name:sub(1, #p) == p then return true end
+    end
+    return false
+  end})
+  mw.eval_prefixes = prefixes
+  return mw
+end
+
+-- The evaluators of config.evals and run_eval(e, params, step), which runs one and logs its
+-- metrics. t = {config, run, predict_fns, get_steps, mw, chrono, note, workdir, shard}.
+-- Evaluators get ctx = {workdir, step, write (rank 0 only), rank, world, sum (over ranks, with
+-- several processes: those that use it run their part of the split)}.
+function M.evaluations(t)
+  local eval_config = evaluators.copy(t.config)
+  -- Evaluators' data workers load the config file too, for ops it registers inline.
+  for _, e in pairs(eval_config.evals or {}) do e._config_file = t.run.config_file end
+  local evals = evaluators.from_config(eval_config, t.predict_fns, t.get_steps)
+  for _, e in ipairs(evals) do table.insert(t.mw.eval_prefixes, e.prefix) end
+  local shard = t.shard
+  local sum = shard.world > 1 and function(x) return shard:sum(x) end or nil
+
+  local function run_eval(e, params, step)
+    t.chrono:pause()
+    t.note(e.name .. " evaluation...")
+    local ctx = {workdir = t.workdir, step = step, write = shard.rank == 0, rank = shard.rank,
+                 world = shard.world, sum = sum}
+    t.chrono:log_timing("z/secs/eval/" .. e.name, function()
+      for _, kv in ipairs(e.evaluator:run(params, ctx)) do
+        t.mw:measure(e.prefix .. kv[1], kv[2])
+      end
+    end)
+    t.chrono:resume()
+  end
+  return evals, run_eval
+end
+
+-- Saves a checkpoint of params, the optimizer state and `extra` tensors (e.g. an rng) with the
+-- chrono and data position. Every rank calls it (the optimizer state may be spread over
+-- ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
+-- t = {workdir, shard, opt, chrono, train_iter}.
+function M.save(t, params, step, keep, extra)
+  t.chrono:pause()
+  local opt_state = t.shard:full_opt_state(t.opt)
+  if t.shard.rank == 0 then
+    local tensors = {}
+    for name, x in pairs(extra or {}) do tensors[name] = x end
+    for name, x in pairs(params) do tensors["params/" .. name] = x end
+    for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
+    bv.ckpt.save(t.workdir, step, tensors, {chrono = t.chrono:state(), world = t.shard.world,
+                 data_position = t.train_iter:position()}, {keep = keep})
+  end
+  t.chrono:resume()
+end
+
+return M
