@@ -116,19 +116,42 @@ assert(half > 0.35 * full and half < 0.65 * full, 'fsdp rank 0 does not hold abo
 assert(math.abs(all - full) <= 16, 'fsdp ranks together do not hold the whole state')" \
   || fail "comparing runs"
 
+# rank1_pid WORKDIR: waits (up to 30 s) for rank 1 of a run to be training; prints its pid.
+rank1_pid() {
+  local pid
+  for _ in $(seq 1 300); do
+    for pid in $(pgrep -f "$TMP/cfg.lua"); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=1' \
+         && [ -f "$TMP/$1/big_vision_metrics.txt" ]; then echo "$pid"; return; fi
+    done
+    sleep 0.1
+  done
+}
+
+# SIGTERM to rank 1 alone: every rank stops at the same step, a checkpoint is saved there, and
+# the run ends cleanly (exit 0).
+"$BVLUA" train "$TMP/cfg.lua" --workdir "$TMP/term" --nproc 2 --config.total_steps=100000 \
+  --config.ckpt_steps=0 >"$TMP/out" 2>&1 &
+launcher=$!
+victim=$(rank1_pid term)
+[ -n "$victim" ] || fail "no rank 1 process found"
+sleep 1
+kill -TERM "$victim"
+start=$(date +%s)
+wait "$launcher" || fail "SIGTERM to rank 1: the run exited with $?"
+took=$(( $(date +%s) - start ))
+[ "$took" -le 60 ] || fail "stopping after SIGTERM took ${took}s"
+grep -q "a stop request on another rank received: saved a checkpoint" "$TMP/out" \
+  || fail "rank 0 did not save and stop for rank 1's SIGTERM"
+[ -f "$TMP/term/LAST" ] || fail "no checkpoint after SIGTERM"
+echo "SIGTERM to rank 1: checkpoint $(cat "$TMP/term/LAST"), stopped in ${took}s"
+
 # Kill rank 1 mid-run: the launcher and rank 0 stop within 60 s, naming rank 1.
 : >"$TMP/out"
 "$BVLUA" train "$TMP/cfg.lua" --workdir "$TMP/kill" --nproc 2 --config.total_steps=100000 \
   --config.ckpt_steps=0 >"$TMP/out" 2>&1 &
 launcher=$!
-victim=""
-for _ in $(seq 1 300); do
-  for pid in $(pgrep -f "$TMP/cfg.lua"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=1'; then victim=$pid; fi
-  done
-  [ -n "$victim" ] && [ -f "$TMP/kill/big_vision_metrics.txt" ] && break
-  sleep 0.1
-done
+victim=$(rank1_pid kill)
 [ -n "$victim" ] || fail "no rank 1 process found"
 sleep 1
 kill -9 "$victim"
