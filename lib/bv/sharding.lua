@@ -194,6 +194,21 @@ local function broadcast(group, tensors, root)
   for i, t in ipairs(tensors) do t:copy_(wide[i]) end
 end
 
+-- Rank 0 gets every rank's string {s_0, s_1, ...} (through the c10d store), the others nil.
+-- Collective: every rank calls it, in the same order (the calls are numbered).
+function Sharding:gather_strings(s)
+  if self.world == 1 then return {s} end
+  self._gathers = (self._gathers or 0) + 1
+  local key = "bv/gather/" .. self._gathers .. "/"
+  if self.rank ~= 0 then
+    self.group:set(key .. self.rank, s)
+    return nil
+  end
+  local out = {s}
+  for r = 1, self.world - 1 do out[r + 1] = self.group:get(key .. r) end
+  return out
+end
+
 -- After the update: each owner broadcasts its parameters' new values.
 function Sharding:sync_params(params)
   if not self.sharded then return end

@@ -43,5 +43,14 @@ assert(last < 0.5 * first, string.format('loss did not fall: %g -> %g', first, l
   '--config.sharding_strategy=[[".*","fsdp(axis=\"data\", min_size_to_shard_mb=0)"]]' \
   >"$TMP/out" 2>&1 || fail "2-process train exited with $?"
 [ -s w2/vqa_val_4.json ] || fail "no vqa outfile from the 2-process run"
+# Each rank decodes its half of the 16 val examples; rank 0 writes all of them, in order.
+"$BVLUA" -e "
+local recs = require('bv.json').decode(bv.fs.read_file('w2/vqa_val_4.json'))
+assert(#recs == 16, 'the 2-process outfile holds ' .. #recs .. ' records, not 16')
+local want = {}
+for line in io.lines('data/lines/val.jsonl') do want[#want + 1] = tostring(require('bv.json').decode(line).label) end
+for i, r in ipairs(recs) do assert(r.gts[1] == want[i], 'record ' .. i .. ' is out of order') end" \
+  || fail "2-process vqa outfile"
+grep -q '"val/vqa/num": 16' w2/big_vision_metrics.txt || fail "val/vqa/num is not 16 in the 2-process run"
 grep -q '"opt_state_bytes_all"' w2/big_vision_metrics.txt || fail "no opt_state_bytes_all"
 echo "OK"

@@ -24,8 +24,9 @@ end
 
 -- The evaluators of config.evals and run_eval(e, params, step), which runs one and logs its
 -- metrics. t = {config, run, predict_fns, get_steps, mw, chrono, note, workdir, shard}.
--- Evaluators get ctx = {workdir, step, write (rank 0 only), rank, world, sum (over ranks, with
--- several processes: those that use it run their part of the split)}.
+-- Evaluators get ctx = {workdir, step, write (rank 0 only), rank, world, and with several
+-- processes sum(x) over ranks and gather(string) -> every rank's on rank 0; evaluators that use
+-- them run their part of the split}.
 function M.evaluations(t)
   local eval_config = evaluators.copy(t.config)
   -- Evaluators' data workers load the config file too, for ops it registers inline.
@@ -34,12 +35,13 @@ function M.evaluations(t)
   for _, e in ipairs(evals) do table.insert(t.mw.eval_prefixes, e.prefix) end
   local shard = t.shard
   local sum = shard.world > 1 and function(x) return shard:sum(x) end or nil
+  local gather = shard.world > 1 and function(s) return shard:gather_strings(s) end or nil
 
   local function run_eval(e, params, step)
     t.chrono:pause()
     t.note(e.name .. " evaluation...")
     local ctx = {workdir = t.workdir, step = step, write = shard.rank == 0, rank = shard.rank,
-                 world = shard.world, sum = sum}
+                 world = shard.world, sum = sum, gather = gather}
     t.chrono:log_timing("z/secs/eval/" .. e.name, function()
       for _, kv in ipairs(e.evaluator:run(params, ctx)) do
         t.mw:measure(e.prefix .. kv[1], kv[2])

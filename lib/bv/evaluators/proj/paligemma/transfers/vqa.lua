@@ -65,11 +65,14 @@ local function at(v, i)
   return v[i]
 end
 
--- ctx = {workdir =, step =, write = false on ranks other than 0} from the trainer.
+-- ctx = {workdir =, step =, write = false on ranks other than 0} from the trainer; with several
+-- processes also ctx.sum and ctx.gather: each rank decodes its part of the split, the scores are
+-- summed and rank 0 writes every rank's records (in data order: the parts are contiguous).
 function Evaluator:run(params, ctx)
   ctx = ctx or {}
+  local split = ctx.sum ~= nil and ctx.gather ~= nil
   local tok = type(self.tokenizer) == "table" and self.tokenizer or bv.text.tokenizer(self.tokenizer)
-  local it <close> = self.make_iter()
+  local it <close> = self.make_iter(split and ctx or nil)
   local sums = {acc = 0, acc_any = 0, anls = 0}
   local num, scored, records = 0, 0, {}
   while true do
@@ -104,6 +107,17 @@ function Evaluator:run(params, ctx)
           rec.gts = {gt}
         end
         records[#records + 1] = rec
+      end
+    end
+  end
+  if split then
+    for _, k in ipairs({"acc", "acc_any", "anls"}) do sums[k] = ctx.sum(sums[k]) end
+    num, scored = ctx.sum(num), ctx.sum(scored)
+    local parts = ctx.gather(json.encode(records))
+    if parts then
+      records = {}
+      for _, part in ipairs(parts) do
+        for _, rec in ipairs(json.decode(part)) do records[#records + 1] = rec end
       end
     end
   end
