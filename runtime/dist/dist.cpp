@@ -187,15 +187,12 @@ void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& ts) {
   }
 }
 
-// The buffer the backend works on: NCCL needs CUDA tensors. Gloo gets CPU tensors (a CUDA
-// libtorch without NCCL still trains, just slower) of the dtypes it has; bfloat16 goes as
-// float32, which also sums more exactly.
+// The buffer the backend works on: NCCL needs CUDA tensors (small CPU ones, such as the loss
+// or a stop flag the trainer sums, go to this rank's current device and back). Gloo gets CPU
+// tensors (a CUDA libtorch without NCCL still trains, just slower) of the dtypes it has;
+// bfloat16 goes as float32, which also sums more exactly.
 at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* op) {
-  if (g.backend == "nccl") {
-    BV_CHECK(flat.is_cuda(), "dist.", op, ": the nccl backend needs CUDA tensors, got ",
-             flat.device());
-    return flat;
-  }
+  if (g.backend == "nccl") return flat.is_cuda() ? flat : flat.to(at::kCUDA);
   at::ScalarType t = flat.scalar_type();
   if (t == at::kBFloat16) return flat.to(at::kCPU, at::kFloat);
   BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
