@@ -109,7 +109,8 @@ function M.main(argv)
                              timeout = tonumber(os.getenv("BV_DIST_TIMEOUT") or "") or 300}
     run.rank, run.world = run.group:rank(), run.group:world_size()
   end
-  if not opts.debug then
+  -- --debug opens its REPL on rank 0 only: the other ranks' output goes through the launcher.
+  if not opts.debug or (run.rank or 0) ~= 0 then
     trainer(cfg, opts.workdir, run)
     return 0
   end
