@@ -1,7 +1,7 @@
 -- PaliGemma fine-tuned to answer "count" on the lines data set (big_vision's GPU tutorial):
 -- the prefix is "count", the suffix the number of crossings ("0", "1" or "2").
 --
---   bvlua run scripts/make_lines.lua data/lines
+--   bvlua run scripts/make_lines.lua data/lines        # (variant=tiny draws it when missing)
 --   BV_GEMMA_DIR=ckpts bvlua train configs/paligemma.lua --workdir runs/pg       # PaliGemma-3B, GPU
 --   bvlua train configs/paligemma.lua:variant=tiny --workdir runs/pg_tiny        # CPU, minutes
 --
@@ -24,6 +24,18 @@ local config = require "bv.config"
 local function lines_data(split, stop)
   return {name = "bv:jsonl", fname = "data/lines/" .. split .. ".jsonl",
           fopen_keys = {image = "data/lines"}, stop = stop}
+end
+
+-- The lines data set, drawn once (about 20 s) when it is missing, so that the tiny variant runs
+-- from a clean checkout. (With several processes, `--nproc` resolves the config before starting
+-- them; under another launcher, draw it first.)
+local function ensure_lines_data()
+  if bv.fs.exists("data/lines/train.jsonl") then return end
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+  local cmd = string.format("'%s' run '%s/../scripts/make_lines.lua' data/lines 1>&2",
+                            bv.dist.executable(), here)
+  io.stderr:write("configs/paligemma.lua: drawing the lines data set into data/lines\n")
+  if not os.execute(cmd) then error("paligemma: could not make data/lines (" .. cmd .. ")", 0) end
 end
 
 -- A small SentencePiece model with Gemma's special ids, trained once from a few lines.
@@ -51,6 +63,7 @@ local function get_config(arg)
   local tiny = arg.variant == "tiny"
   if not tiny and arg.variant ~= "full" then error("paligemma: variant is full or tiny", 0) end
   local res = arg.res > 0 and arg.res or (tiny and 64 or 224)
+  if tiny then ensure_lines_data() end
   local tok = tiny and tiny_tokenizer() or bv.paligemma.TOKENIZER
   local image = string.format("decode|resize(%d, method='area')|value_range(-1, 1)", res)
   local prompt = 'strfmt("count", outkey="prefix")'
