@@ -8,11 +8,12 @@
 --                        new values. Optimizer state is ~1/N per rank. Whole tensors are the unit
 --                        (balanced by size), so per-tensor optimizer maths (Adafactor's factored
 --                        moments, clipping) is exactly the single-process one. Parameters are
---                        still whole on every rank during compute.
+--                        still whole on every rank during compute. One huge tensor (a scanned
+--                        layer stack) can exceed a fair share from 4 ranks on.
 --
 --   local S = sharding.new(config, group)            -- group: bv.dist.init(...) or nil
 --   S:plan(model:param_shapes(), frozen)              -- decides the owners
---   opt = bv.optim.new(cfg_json, shapes, {..., owned = S:owned()})
+--   opt = bv.optim.new(cfg_json, shapes, {..., owned = S:owned(shapes)})
 --   S:average_grads(grads); opt:update(params, grads); S:sync_params(params)
 --   S:full_opt_state(opt)                             -- for checkpoints (collective)
 local M = {}

@@ -1,0 +1,78 @@
+-- bv.sharding without processes: big_vision's mesh/strategy keys and their errors, who owns
+-- which parameter under fsdp, and the single-process collectives (plain arithmetic).
+local T = require "bv.testing"
+local sharding = require "bv.sharding"
+
+local function shapes()
+  return {{name = "big/kernel", shape = {1024, 1024}, dtype = "float32"},      -- 4 MiB
+          {name = "mid/kernel", shape = {1024, 512}, dtype = "float32"},       -- 2 MiB
+          {name = "mid2/kernel", shape = {1024, 512}, dtype = "float32"},      -- 2 MiB
+          {name = "frozen/kernel", shape = {1024, 1024}, dtype = "float32"},
+          {name = "tiny/bias", shape = {16}, dtype = "float32"}}
+end
+
+local function planned(strategy, world, frozen)
+  local s = sharding.new({sharding_strategy = strategy}, nil)
+  s.world = world  -- planning only: no process group
+  return s, s:plan(shapes(), frozen)
+end
+
+T.test("fsdp: the largest first, each to the least loaded rank; small and frozen stay replicated", function()
+  local frozen = function(name) return name:find("^frozen/") ~= nil end
+  local s, owner = planned({{".*", 'fsdp(axis="data", min_size_to_shard_mb=1)'}}, 2, frozen)
+  T.eq(owner["big/kernel"], 0)
+  T.eq(owner["mid/kernel"], 1)
+  T.eq(owner["mid2/kernel"], 1)
+  T.eq(owner["frozen/kernel"], nil)
+  T.eq(owner["tiny/bias"], nil)      -- below min_size_to_shard_mb
+  T.truthy(s.sharded, "sharded")
+  s.rank = 1
+  local mine = s:owned(shapes())
+  table.sort(mine)
+  T.eq(mine, {"frozen/kernel", "mid/kernel", "mid2/kernel", "tiny/bias"})
+  -- big_vision's default threshold (4 MiB) keeps the 2 MiB ones replicated.
+  local _, owner4 = planned('fsdp(axis="data")', 2)
+  T.eq(owner4["big/kernel"], 0)
+  T.eq(owner4["mid/kernel"], nil)
+  -- Per-regex strategies: the first match decides.
+  local _, mixed = planned({{"big/.*", "replicate"}, {".*", 'fsdp(axis="data", min_size_to_shard_mb=0)'}}, 2)
+  T.eq(mixed["big/kernel"], nil)
+  T.truthy(mixed["tiny/bias"] ~= nil, "tiny sharded with a 0 threshold")
+end)
+
+T.test("replicate, or a single process: nothing is owned, every rank updates everything", function()
+  local s = planned({{".*", "replicate"}}, 2)
+  T.eq(s:owned(shapes()), nil)
+  local one = sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data")'}}}, nil)
+  one:plan(shapes())
+  T.eq(one:owned(shapes()), nil)
+  T.eq(one:sum(2.5), 2.5)
+  T.eq(one:mean(2.5), 2.5)
+  T.eq(one:any(false), false)
+  T.eq(one:gather_strings("x"), {"x"})
+end)
+
+T.test("frozen_fn follows config.schedule: the first match decides, null/false freezes", function()
+  local f = sharding.frozen_fn({schedule = {{"img/.*", false}, {".*", {decay_type = "cosine"}}}})
+  T.truthy(f("img/head/kernel"), "img frozen")
+  T.truthy(not f("llm/x"), "llm trains")
+  T.truthy(not sharding.frozen_fn({schedule = {decay_type = "cosine"}})("img/x"), "one schedule")
+end)
+
+T.test("bad mesh, strategy or rules name themselves", function()
+  T.raises(function() sharding.new({mesh = {{"model", 2}}}, nil) end, "1-D data mesh")
+  T.raises(function() sharding.new({mesh = {{"data", 4}}}, nil) end, "the run has 1 processes")
+  T.raises(function() sharding.new({sharding_strategy = {{".*", "zero3"}}}, nil) end,
+           "config.sharding_strategy[1]: unknown strategy 'zero3'")
+  T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="model")'}}}, nil) end,
+           "the 'data' axis only")
+  T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data", foo=1)'}}}, nil) end,
+           "fsdp has no argument 'foo'")
+  T.raises(function() sharding.new({sharding_rules = {"act_batch"}}, nil) end,
+           "config.sharding_rules[1] must be a {name, axes} pair")
+  local s = sharding.new({sharding_strategy = {{"img/.*", "replicate"}}}, nil)
+  T.raises(function() s:plan(shapes()) end, "no entry matches parameter")
+  sharding.new({mesh = {{"data", -1}}, sharding_rules = {{"act_batch", {"data"}}}}, nil)  -- fine
+end)
+
+T.run()
