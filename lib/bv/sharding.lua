@@ -195,6 +195,14 @@ local function broadcast(group, tensors, root)
   for i, t in ipairs(tensors) do t:copy_(wide[i]) end
 end
 
+-- bv.stop_requested() agreed by every rank: all stop at the same step when any was asked to
+-- (SIGTERM to one rank). Returns the signal's name, another rank's request, or false.
+function Sharding:stop_requested()
+  local mine = bv.stop_requested()
+  if self:any(mine) then return mine or "a stop request on another rank" end
+  return false
+end
+
 -- Rank 0 gets every rank's string {s_0, s_1, ...} (through the c10d store), the others nil.
 -- Collective: every rank calls it, in the same order (the calls are numbered).
 function Sharding:gather_strings(s)

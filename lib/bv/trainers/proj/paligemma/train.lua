@@ -172,9 +172,7 @@ return function(config, workdir, run)
       progress:step(step, {loss = loss, img_per_sec = chrono.img_per_sec, eta = chrono.eta})
     end
 
-    local stop = bv.stop_requested()  -- every rank stops at the same step
-    if shard:any(stop) then stop = stop or "a stop request on another rank" end
-    stop = stop or (run.stop_after == step and "stop_after")
+    local stop = shard:stop_requested() or (run.stop_after == step and "stop_after")
     local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
     if stop or keep or bv.optim.itstime(step, ckpt_every, total_steps) then save(step, keep) end
     if stop then
