@@ -11,6 +11,7 @@
 //   g:set(key, value); g:get(key)                  -- strings; get waits up to the timeout
 //   bv.dist.launch({exe, args...}, nproc, {port = 0, grace = 30})   --> exit code
 //   bv.dist.executable()                   --> this program's path, for relaunching it
+//   bv.dist.fsdp(group, specs)             --> fully sharded parameters (bindings/fsdp.cpp)
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "dist/dist.h"
 #include "dist/launch.h"
+#include "dist.h"
 #include "lua_util.h"
 #include "tensor.h"
 
@@ -229,6 +231,12 @@ int dist_executable(lua_State* L) {
 
 }  // namespace
 
+void open_fsdp(lua_State* L);  // fsdp.cpp
+
+std::shared_ptr<DistGroup> check_dist_group(lua_State* L, int arg) {
+  return *static_cast<GroupPtr*>(luaL_checkudata(L, arg, kGroupMeta));
+}
+
 void open_dist(lua_State* L) {
   static const luaL_Reg methods[] = {
       BV_FN("rank", group_rank),
@@ -258,6 +266,7 @@ void open_dist(lua_State* L) {
       {nullptr, nullptr},
   };
   luaL_newlib(L, functions);
+  open_fsdp(L);  // bv.dist.fsdp
   lua_setfield(L, -2, "dist");
 }
 

@@ -45,7 +45,8 @@ nlohmann::json check_config(lua_State* L, int arg) {
   }
 }
 
-// bv._models.param_specs(name, cfg_json) -> {{name=, shape={...}, dtype=}, ...} sorted by name.
+// bv._models.param_specs(name, cfg_json) -> {{name=, shape={...}, dtype=, scan=true|nil}, ...}
+// sorted by name (scan: a stack of layers along dim 0).
 int models_param_specs(lua_State* L) {
   const models::ModelApi& m = check_model(L, 1);
   auto specs = m.param_specs(check_config(L, 2));
@@ -64,6 +65,10 @@ int models_param_specs(lua_State* L) {
     lua_setfield(L, -2, "shape");
     lua_pushstring(L, dtype_name(specs[i].dtype).c_str());
     lua_setfield(L, -2, "dtype");
+    if (specs[i].scan) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "scan");
+    }
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   return 1;

@@ -16,6 +16,8 @@
 
 #include "core/error.h"
 #include "core/tensor_util.h"
+#include "dist.h"
+#include "dist/dist.h"
 #include "lua_util.h"
 #include "optim/optimizer.h"
 #include "optim/transforms.h"
@@ -116,7 +118,9 @@ ParamShapes check_param_shapes(lua_State* L, int arg) {
 }
 
 // bv.optim.new(config_json, param_shapes, {total_steps=, batch_size=, data_size=,
-//               owned = {names...} (sharded state: only these keep state and are updated)})
+//               owned = {names...} (sharded state: only these keep state and are updated),
+//               group = g, replicated = {names...} (fsdp: the shapes are this rank's parts;
+//               global norms are summed over g, the replicated parameters counted on rank 0)})
 int optim_new(lua_State* L) {
   nlohmann::json config = check_json(L, 1, "optimizer config");
   auto shapes = check_param_shapes(L, 2);
@@ -137,6 +141,26 @@ int optim_new(lua_State* L) {
         lua_pop(L, 1);
       }
       ctx.owned = std::move(owned);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 3, "replicated") != LUA_TNIL) {
+      luaL_argcheck(L, lua_istable(L, -1), 3, "ctx.replicated must be a list of parameter names");
+      lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, -1, i);
+        if (!lua_isstring(L, -1)) raise(L, str("ctx.replicated[", i, "] is not a parameter name"));
+        ctx.replicated.insert(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 3, "group") != LUA_TNIL) {
+      std::shared_ptr<DistGroup> group = check_dist_group(L, lua_gettop(L));
+      ctx.count_replicated = dist_rank(*group) == 0;
+      ctx.sum_over_processes = [group](at::Tensor& t) {
+        std::vector<at::Tensor> ts{t};
+        dist_all_reduce(*group, ts, /*mean=*/false);
+      };
     }
     lua_pop(L, 1);
   }
@@ -188,6 +212,13 @@ int optim_count(lua_State* L) {
 int optim_frozen(lua_State* L) {
   optim::Optimizer& opt = check_optimizer(L, 1);
   lua_pushboolean(L, opt.frozen(luaL_checkstring(L, 2)));
+  return 1;
+}
+
+// opt:rows_independent(name): whether fsdp may update `name` in row blocks (layer stacks).
+int optim_rows_independent(lua_State* L) {
+  optim::Optimizer& opt = check_optimizer(L, 1);
+  lua_pushboolean(L, opt.rows_independent(luaL_checkstring(L, 2)));
   return 1;
 }
 
@@ -320,7 +351,8 @@ void open_optim(lua_State* L) {
       BV_FN("frozen", optim_frozen),       BV_FN("num_schedules", optim_num_schedules),
       BV_FN("schedule", optim_schedule),   BV_FN("state", optim_state),
       BV_FN("load_state", optim_load_state),
-      BV_FN("state_spec", optim_state_spec), {nullptr, nullptr},
+      BV_FN("state_spec", optim_state_spec),
+      BV_FN("rows_independent", optim_rows_independent), {nullptr, nullptr},
   };
   luaL_newmetatable(L, kOptimizerMeta);
   lua_newtable(L);

@@ -1,7 +1,7 @@
 -- bv.models: models by big_vision's names (runtime/models/<name>.cpp).
 --
 --   local m = bv.models.build("vit", {variant = "B/16", num_classes = 1000})
---   m:param_shapes()              -- {{name=, shape=, dtype=}, ...} sorted, nothing allocated
+--   m:param_shapes()              -- {{name=, shape=, dtype=, scan=}, ...} sorted, nothing allocated
 --   local params = m:init(0)      -- name -> tensor, big_vision's names and shapes
 --   local logits, out = m:apply(params, images, {train = false})  -- images: NHWC float
 local json = require "bv.json"

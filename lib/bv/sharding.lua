@@ -1,21 +1,32 @@
 -- bv.sharding: how a training run spreads over processes (big_vision's sharding.py, for the 1-D
--- "data" mesh). Every rank computes gradients on its part of the global batch; then
+-- "data" mesh). Every rank computes gradients on its part of the global batch. Per parameter
+-- (config.sharding_strategy, the first matching regex decides):
 --
---   replicate            gradients are averaged over ranks (one all-reduce); every rank keeps
---                        full parameters and full optimizer state and applies the same update.
---   fsdp(axis="data")    the same average, but each large parameter has one owner rank that
---                        keeps its optimizer state and updates it; the owners then broadcast the
---                        new values. Optimizer state is ~1/N per rank. Whole tensors are the unit
---                        (balanced by size), so per-tensor optimizer maths (Adafactor's factored
---                        moments, clipping) is exactly the single-process one. Parameters are
---                        still whole on every rank during compute. One huge tensor (a scanned
---                        layer stack) can exceed a fair share from 4 ranks on.
+--   replicate            every rank keeps it whole with its optimizer state; gradients are
+--                        averaged over ranks (one all-reduce) and every rank applies the update.
+--   fsdp(axis="data")    parameters, gradients and optimizer state are sharded: each large
+--                        parameter, or each layer of a large scanned layer stack, has one owner
+--                        rank that alone keeps it between steps. The forward fetches it from its
+--                        owner when the model reads it (a broadcast; a scanned model reads a
+--                        layer at a time), the backward sends its gradient back (a reduce) and
+--                        the owner updates it (bv.dist.fsdp). Parameters below
+--                        min_size_to_shard_mb (4) stay replicated, as in big_vision.
+--   zero1(axis="data")   only the optimizer state is sharded (ZeRO-1): parameters stay whole on
+--                        every rank, gradients are all-reduced, each owner updates its
+--                        parameters and broadcasts them. Fewer, larger collectives than fsdp:
+--                        the faster choice when parameters and gradients fit on every device.
+--
+-- The units go to ranks largest first, each to the least loaded rank. A unit is a whole tensor
+-- (so per-tensor optimizer maths, e.g. Adafactor's factored moments, is the single-process
+-- one) or, for a scanned stack whose optimizer treats layers independently, one layer.
 --
 --   local S = sharding.new(config, group)            -- group: bv.dist.init(...) or nil
---   S:plan(model:param_shapes(), frozen)              -- decides the owners
---   opt = bv.optim.new(cfg_json, shapes, {..., owned = S:owned(shapes)})
---   S:average_grads(grads); opt:update(params, grads); S:sync_params(params)
---   S:full_opt_state(opt)                             -- for checkpoints (collective)
+--   S:plan(model:param_shapes(), frozen, rows_ok)     -- decides the owners
+--   opt = bv.optim.new(cfg_json, S:opt_shapes(), S:opt_ctx{total_steps = ...})
+--   params = S:hold(params)                           -- fsdp: keeps this rank's parts
+--   loss, grads = S:gradients(params, function(p) return bv.train.loss_and_grads(..., p, ...) end)
+--   opt:update(S:opt_params(params), grads); S:sync_params(params)
+--   S:full_params(params), S:full_opt_state(opt)       -- whole values (collective)
 local M = {}
 
 local Sharding = {}
@@ -24,33 +35,34 @@ Sharding.__index = Sharding
 local DTYPE_BYTES = {float32 = 4, float64 = 8, bfloat16 = 2, float16 = 2, int32 = 4, int64 = 8,
                      uint8 = 1, bool = 1, int8 = 1, int16 = 2}
 
--- 'fsdp(axis="data", min_size_to_shard_mb=4)' | "replicate" -> {kind, min_bytes}
+-- 'fsdp(axis="data", min_size_to_shard_mb=4)' | 'zero1(...)' | "replicate" -> {kind, min_bytes}
 local function parse_strategy(s, where)
   if s == "replicate" then return {kind = "replicate"} end
   if type(s) ~= "string" then
     error(string.format("%s: a strategy is a string such as 'fsdp(axis=\"data\")', got %s",
                         where, tostring(s)), 0)
   end
-  local args = s:match("^fsdp%((.*)%)$")
-  if not args then
-    error(string.format("%s: unknown strategy '%s' (bvlua knows replicate and "
-                        .. "fsdp(axis=\"data\"))", where, s), 0)
+  if s == "zero1" then s = "zero1()" end
+  local kind, args = s:match("^(%w+)%((.*)%)$")
+  if kind ~= "fsdp" and kind ~= "zero1" then
+    error(string.format("%s: unknown strategy '%s' (bvlua knows replicate, "
+                        .. "fsdp(axis=\"data\") and zero1(axis=\"data\"))", where, s), 0)
   end
-  local out = {kind = "fsdp", min_bytes = 4 * 2 ^ 20}  -- big_vision: min_size_to_shard_mb=4
+  local out = {kind = kind, min_bytes = 4 * 2 ^ 20}  -- big_vision: min_size_to_shard_mb=4
   for key, value in args:gmatch("([%w_]+)%s*=%s*([^,]+)") do
     value = value:gsub("^%s+", ""):gsub("%s+$", "")
     if key == "axis" then
       local axis = value:match("^[\"'](.-)[\"']$")
       if axis ~= "data" then
-        error(string.format("%s: fsdp over axis %s: bvlua's mesh has the 'data' axis only",
-                            where, value), 0)
+        error(string.format("%s: %s over axis %s: bvlua's mesh has the 'data' axis only",
+                            where, kind, value), 0)
       end
     elseif key == "min_size_to_shard_mb" then
       local mb = tonumber(value)
       if not mb or mb < 0 then error(where .. ": min_size_to_shard_mb must be a number >= 0", 0) end
       out.min_bytes = mb * 2 ^ 20
     else
-      error(string.format("%s: fsdp has no argument '%s'", where, key), 0)
+      error(string.format("%s: %s has no argument '%s'", where, kind, key), 0)
     end
   end
   return out
@@ -107,46 +119,10 @@ function Sharding:strategy_of(name)
   error(string.format("config.sharding_strategy: no entry matches parameter '%s'", name), 0)
 end
 
--- Decides the owner of every sharded parameter: the largest first, each to the rank that owns
--- the fewest bytes so far. Frozen parameters have no optimizer state and stay replicated.
--- shapes: model:param_shapes() ({name, shape, dtype} entries); frozen(name) -> bool.
-function Sharding:plan(shapes, frozen)
-  local sharded = {}
-  for _, p in ipairs(shapes) do
-    local s = self:strategy_of(p.name)
-    local n = 1
-    for _, d in ipairs(p.shape) do n = n * d end
-    local bytes = n * (DTYPE_BYTES[p.dtype] or 4)
-    if s.kind == "fsdp" and bytes >= s.min_bytes and not (frozen and frozen(p.name)) then
-      sharded[#sharded + 1] = {name = p.name, bytes = bytes}
-    end
-  end
-  table.sort(sharded, function(a, b)
-    if a.bytes ~= b.bytes then return a.bytes > b.bytes end
-    return a.name < b.name
-  end)
-  local load = {}
-  for r = 0, self.world - 1 do load[r] = 0 end
-  self.owner = {}
-  for _, p in ipairs(sharded) do
-    local best = 0
-    for r = 1, self.world - 1 do if load[r] < load[best] then best = r end end
-    self.owner[p.name], load[best] = best, load[best] + p.bytes
-  end
-  self.sharded = #sharded > 0 and self.world > 1
-  return self.owner
-end
-
--- The parameters this rank updates (for bv.optim.new's ctx.owned), or nil when every rank
--- updates every parameter.
-function Sharding:owned(shapes)
-  if not self.sharded then return nil end
-  local out = {}
-  for _, p in ipairs(shapes) do
-    local o = self.owner[p.name]
-    if o == nil or o == self.rank then out[#out + 1] = p.name end
-  end
-  return out
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
 end
 
 local function sorted_keys(t)
@@ -156,17 +132,160 @@ local function sorted_keys(t)
   return ks
 end
 
--- Averages the gradients over ranks, in place (one all-reduce per dtype).
-function Sharding:average_grads(grads)
-  if self.world == 1 then return end
+-- Decides who owns what. shapes: model:param_shapes() ({name, shape, dtype, scan} entries);
+-- frozen(name) -> bool (frozen parameters have no optimizer state and stay replicated);
+-- rows_ok(name) -> bool: whether the optimizer treats the rows of a scanned stack
+-- independently (opt:rows_independent), so that fsdp may give each layer its own owner.
+-- Returns name -> owner rank (a whole tensor) or name -> {rank of row 1, rank of row 2, ...}.
+function Sharding:plan(shapes, frozen, rows_ok)
+  local units = {}
+  self.kind, self.owner, self.shapes = {}, {}, {}
+  for _, p in ipairs(shapes) do
+    self.shapes[p.name] = p
+    local s = self:strategy_of(p.name)
+    local bytes = numel(p.shape) * (DTYPE_BYTES[p.dtype] or 4)
+    if s.kind ~= "replicate" and bytes >= s.min_bytes and not (frozen and frozen(p.name)) then
+      self.kind[p.name] = s.kind
+      local rows = p.shape[1] or 1
+      if s.kind == "fsdp" and p.scan and rows >= 2 and (not rows_ok or rows_ok(p.name)) then
+        self.owner[p.name] = {}
+        for r = 1, rows do
+          units[#units + 1] = {name = p.name, row = r, bytes = bytes / rows}
+        end
+      else
+        units[#units + 1] = {name = p.name, bytes = bytes}
+      end
+    end
+  end
+  table.sort(units, function(a, b)
+    if a.bytes ~= b.bytes then return a.bytes > b.bytes end
+    if a.name ~= b.name then return a.name < b.name end
+    return (a.row or 0) < (b.row or 0)
+  end)
+  local load = {}
+  for r = 0, self.world - 1 do load[r] = 0 end
+  for _, u in ipairs(units) do
+    local best = 0
+    for r = 1, self.world - 1 do if load[r] < load[best] then best = r end end
+    if u.row then self.owner[u.name][u.row] = best else self.owner[u.name] = best end
+    load[best] = load[best] + u.bytes
+  end
+  self.load = load  -- rank -> bytes of parameters it owns
+  self.sharded = #units > 0 and self.world > 1
+  return self.owner
+end
+
+-- Whether `rank` updates parameter `name` (all of it or some rows).
+function Sharding:updates(name, rank)
+  local o = self.owner[name]
+  if o == nil then return true end
+  if type(o) == "number" then return o == rank end
+  for _, r in ipairs(o) do if r == rank then return true end end
+  return false
+end
+
+-- The rows (1-based) of split parameter `name` that `rank` owns; nil for a whole one.
+function Sharding:rows(name, rank)
+  local o = self.owner[name]
+  if type(o) ~= "table" then return nil end
+  local out = {}
+  for i, r in ipairs(o) do if r == rank then out[#out + 1] = i end end
+  return out
+end
+
+-- The {name, shape} list of what this rank's optimizer updates: every parameter when nothing
+-- is sharded, else the replicated ones, the whole ones it owns, and its rows of split ones.
+function Sharding:opt_shapes()
+  local out = {}
+  for _, name in ipairs(sorted_keys(self.shapes)) do
+    local p = self.shapes[name]
+    if not self.sharded then
+      out[#out + 1] = p
+    elseif self:updates(name, self.rank) then
+      local rows = self:rows(name, self.rank)
+      local shape = rows and {#rows, table.unpack(p.shape, 2)} or p.shape
+      out[#out + 1] = {name = name, shape = shape, dtype = p.dtype}
+    end
+  end
+  return out
+end
+
+-- bv.optim.new's ctx: `base` plus, when sharded, the group that sums the global norms and the
+-- replicated parameters (counted once).
+function Sharding:opt_ctx(base)
+  local ctx = {}
+  for k, v in pairs(base) do ctx[k] = v end
+  if self.sharded then
+    ctx.group = self.group
+    ctx.replicated = {}
+    for _, name in ipairs(sorted_keys(self.shapes)) do
+      if self.owner[name] == nil then table.insert(ctx.replicated, name) end
+    end
+  end
+  return ctx
+end
+
+-- Takes full parameters (every rank has the same values) and returns the table the model
+-- reads: fsdp parameters become placeholders and this rank keeps only its parts of them
+-- (bv.dist.fsdp); the rest is as given. Call again after replacing the values.
+function Sharding:hold(params)
+  self.fs = nil
+  if not self.sharded then return params end
+  local specs, out = {}, {}
+  for _, name in ipairs(sorted_keys(params)) do
+    if self.kind[name] == "fsdp" then
+      local o = self.owner[name]
+      specs[#specs + 1] = {name = name, value = params[name],
+                           owners = type(o) == "table" and o or {o}}
+    else
+      out[name] = params[name]
+    end
+  end
+  if #specs == 0 then return params end
+  self.fs = bv.dist.fsdp(self.group, specs)
+  for _, s in ipairs(specs) do out[s.name] = self.fs:placeholder(s.name) end
+  return out
+end
+
+-- What this rank's optimizer updates, from the model's table (see opt_shapes).
+function Sharding:opt_params(params)
+  if not self.sharded then return params end
+  local out = {}
+  for name, t in pairs(params) do
+    if self.kind[name] == "fsdp" then
+      out[name] = self.fs:part(name)  -- nil when this rank owns none of it
+    elseif self:updates(name, self.rank) then
+      out[name] = t
+    end
+  end
+  return out
+end
+
+-- loss, grads = fn(params) on this rank's part of the batch, made global: the loss and the
+-- gradients are averaged over ranks (fsdp's during the backward, at their owners; the others
+-- by one all-reduce per dtype). Returns the gradients opt_params' parameters need.
+function Sharding:gradients(params, fn)
+  local loss, grads
+  if self.fs then
+    loss, grads = self.fs:run(fn, params)
+    for name, g in pairs(self.fs:take_grads()) do grads[name] = g end
+  else
+    loss, grads = fn(params)
+  end
+  if self.world == 1 then return loss, grads end
   local by_dtype = {}
   for _, name in ipairs(sorted_keys(grads)) do
-    local g = grads[name]
-    local d = g:dtype()
-    by_dtype[d] = by_dtype[d] or {}
-    table.insert(by_dtype[d], g)
+    if self.kind[name] ~= "fsdp" then
+      local d = grads[name]:dtype()
+      by_dtype[d] = by_dtype[d] or {}
+      table.insert(by_dtype[d], grads[name])
+    end
   end
   for _, d in ipairs(sorted_keys(by_dtype)) do self.group:all_reduce(by_dtype[d], {mean = true}) end
+  for name in pairs(grads) do
+    if self.kind[name] == "zero1" and not self:updates(name, self.rank) then grads[name] = nil end
+  end
+  return self:mean(loss), grads
 end
 
 -- Sum (or mean) of a number over ranks.
@@ -218,50 +337,104 @@ function Sharding:gather_strings(s)
   return out
 end
 
--- After the update: each owner broadcasts its parameters' new values.
+-- After the update: zero1's owners broadcast their parameters' new values (fsdp's owners keep
+-- theirs).
 function Sharding:sync_params(params)
   if not self.sharded then return end
   for r = 0, self.world - 1 do
     local by_dtype = {}
     for _, name in ipairs(sorted_keys(self.owner)) do
-      if self.owner[name] == r then
-        local p = params[name]
-        local d = p:dtype()
+      if self.kind[name] == "zero1" and self.owner[name] == r then
+        local d = params[name]:dtype()
         by_dtype[d] = by_dtype[d] or {}
-        table.insert(by_dtype[d], p)
+        table.insert(by_dtype[d], params[name])
       end
     end
     for _, d in ipairs(sorted_keys(by_dtype)) do broadcast(self.group, by_dtype[d], r) end
   end
 end
 
--- The whole optimizer state, for a checkpoint: rank 0 gets name -> tensor (the owners broadcast
--- their parts to it), the other ranks nil. Collective: every rank must call it.
-function Sharding:full_opt_state(opt)
+-- The whole parameters on every rank (fsdp's gathered from their owners: a collective), for
+-- evaluators and checkpoints.
+function Sharding:full_params(params)
+  if not self.fs then return params end
+  local out = {}
+  for _, name in ipairs(sorted_keys(params)) do
+    out[name] = self.kind[name] == "fsdp" and self.fs:gather(name) or params[name]
+  end
+  return out
+end
+
+-- Whether a state tensor of `shape` of split parameter `p` runs along its rows (Adafactor's
+-- factors, momenta) rather than being one for the whole tensor (a 1-element placeholder).
+local function row_aligned(shape, p)
+  return #shape >= 1 and shape[1] == p.shape[1]
+end
+
+-- The whole optimizer state, for a checkpoint: rank 0 gets name -> tensor (the owners send
+-- their parts to it), the other ranks nil. Collective: every rank must call it. full_spec: the
+-- state_spec() of an optimizer over the whole shapes (bv.optim.new(..., {owned = {}}) holds no
+-- memory), which tells every rank the shape of every part.
+function Sharding:full_opt_state(opt, full_spec)
   local mine = opt:state()
   if not self.sharded then return self.rank == 0 and mine or nil end
+  local spec_of = {}
+  for _, s in ipairs(full_spec) do spec_of[s.name] = s end
   local out = self.rank == 0 and {} or nil
-  if out then
-    for name, t in pairs(mine) do out[name] = t end
+  local function place(s, t, rows)
+    if rows and row_aligned(s.shape, self.shapes[s.param]) then
+      out[s.name] = out[s.name] or bv.zeros(s.shape, s.dtype)
+      for i, row in ipairs(rows) do out[s.name]:select(1, row):copy_(t:select(1, i)) end
+    else
+      out[s.name] = t
+    end
   end
-  local spec = opt:state_spec()
+  if out then
+    out.count = mine.count
+    for name, t in pairs(mine) do
+      if spec_of[name] then place(spec_of[name], t, self:rows(spec_of[name].param, 0)) end
+    end
+  end
   for r = 1, self.world - 1 do  -- rank 0's own part is already in `out`
     local by_dtype = {}
-    for _, s in ipairs(spec) do
-      if self.owner[s.param] == r then
-        local t = (self.rank == r) and mine[s.name] or bv.zeros(s.shape, s.dtype)
-        by_dtype[s.dtype] = by_dtype[s.dtype] or {names = {}, tensors = {}}
-        table.insert(by_dtype[s.dtype].names, s.name)
-        table.insert(by_dtype[s.dtype].tensors, t)
+    for _, s in ipairs(full_spec) do
+      if self.owner[s.param] ~= nil and self:updates(s.param, r) then
+        local rows = self:rows(s.param, r)
+        local shape = s.shape
+        if rows and row_aligned(s.shape, self.shapes[s.param]) then
+          shape = {#rows, table.unpack(s.shape, 2)}
+        end
+        local t = (self.rank == r) and mine[s.name] or bv.zeros(shape, s.dtype)
+        by_dtype[s.dtype] = by_dtype[s.dtype] or {}
+        table.insert(by_dtype[s.dtype], {spec = s, t = t, rows = rows})
       end
     end
     for _, d in ipairs(sorted_keys(by_dtype)) do
-      local part = by_dtype[d]
-      broadcast(self.group, part.tensors, r)
+      local tensors = {}
+      for i, e in ipairs(by_dtype[d]) do tensors[i] = e.t end
+      broadcast(self.group, tensors, r)
       if out then
-        for i, name in ipairs(part.names) do out[name] = part.tensors[i] end
+        for _, e in ipairs(by_dtype[d]) do place(e.spec, e.t, e.rows) end
       end
     end
+  end
+  return out
+end
+
+-- This rank's part of a whole optimizer state (a checkpoint's, saved by any number of
+-- processes), for opt:load_state.
+function Sharding:local_opt_state(opt, full)
+  if not self.sharded then return full end
+  local out = {count = full.count}
+  for _, s in ipairs(opt:state_spec()) do
+    local t = full[s.name]
+    local rows = self:rows(s.param, self.rank)
+    if t and rows and row_aligned(t:shape(), self.shapes[s.param]) then
+      local picked = {}
+      for i, row in ipairs(rows) do picked[i] = t:select(1, row) end
+      t = bv.stack(picked)
+    end
+    out[s.name] = t
   end
   return out
 end
@@ -279,6 +452,35 @@ function M.frozen_fn(config)
     end
     return false
   end
+end
+
+-- Plans `shard` for the model's `shapes` and builds this rank's optimizer (bv.optim.new over
+-- shard:opt_shapes()). Returns it and the state_spec of the whole optimizer, which
+-- full_opt_state needs. `sched`: {total_steps, batch_size, data_size}.
+function M.make_optimizer(shard, cfg_json, shapes, sched)
+  local ctx = {owned = {}}  -- owns nothing: its state is shapes on the meta device, no memory
+  for k, v in pairs(sched) do ctx[k] = v end
+  local whole = bv.optim.new(cfg_json, shapes, ctx)
+  shard:plan(shapes, function(name) return whole:frozen(name) end,
+             function(name) return whole:rows_independent(name) end)
+  local opt = bv.optim.new(cfg_json, shard:opt_shapes(), shard:opt_ctx(sched))
+  return opt, whole:state_spec()
+end
+
+-- Bytes of parameters this rank holds: the model's table (a placeholder is one element) and
+-- its fsdp parts.
+function Sharding:param_bytes(params)
+  local n = 0
+  local function add(t) n = n + t:nbytes() end
+  for name, t in pairs(params) do
+    if self.kind and self.kind[name] == "fsdp" and self.fs then
+      local part = self.fs:part(name)
+      if part then add(part) end
+    else
+      add(t)
+    end
+  end
+  return n
 end
 
 -- Bytes of optimizer state this rank holds (the fsdp memory check).

@@ -369,6 +369,24 @@ void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   if (g.env.rank != root) unflatten(flat, tensors);
 }
 
+void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
+  BV_CHECK(root >= 0 && root < g.env.world_size, "dist.reduce: root ", root,
+           " is not a rank of this group (0 to ", g.env.world_size - 1, ")");
+  if (tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  at::Tensor flat = flatten(tensors, "reduce");
+  if (g.comm) {
+    std::vector<at::Tensor> bufs{wire_buffer(g, flat, "reduce")};
+    ::c10d::ReduceOptions opts;  // SUM
+    opts.rootRank = root;
+    opts.rootTensor = 0;
+    opts.timeout = g.timeout;
+    run_collective(g, "reduce", [&] { return g.comm->reduce(bufs, opts); });
+    if (g.env.rank == root && !bufs[0].is_same(flat)) flat.copy_(bufs[0]);
+  }
+  if (g.env.rank == root) unflatten(flat, tensors);
+}
+
 void dist_barrier(DistGroup& g) {
   if (!g.comm) return;
   ::c10d::BarrierOptions opts;

@@ -52,6 +52,10 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
 void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
+// Sums `tensors` over the group into rank `root`'s, in place there; the other ranks' tensors
+// are left unspecified (same rules as above).
+void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
+
 void dist_barrier(DistGroup& g);
 
 // The group's key-value store, for small things (a stop flag, host names). get waits for the

@@ -113,6 +113,7 @@ std::vector<ParamSpec> gemma_param_specs(const json& cfg) {
       ParamSpec stacked = s;
       stacked.name = "layers/" + s.name;
       stacked.shape.insert(stacked.shape.begin(), c.depth);
+      stacked.scan = true;
       out.push_back(stacked);
     } else {
       for (int64_t i = 0; i < c.depth; ++i) {
@@ -150,7 +151,7 @@ struct LayerParams {
   const GemmaConfig& c;
   int64_t i;
   at::Tensor operator()(const std::string& name) const {
-    if (c.scan) return param(params, "layers/" + name, "gemma")[i];
+    if (c.scan) return layer_param(params, "layers/" + name, i, "gemma");
     return param(params, "layers/" + std::to_string(i) + "/" + name, "gemma");
   }
   bool has(const std::string& name) const {

@@ -27,6 +27,7 @@ struct ParamSpec {
   Init init = Init::kZeros;
   double stddev = 0;            // kNormal
   int64_t fan_in = 0, fan_out = 0;  // kLecunNormal, kXavierUniform (flax's DenseGeneral fans)
+  bool scan = false;  // a stack of layers along dim 0 (flax's nn.scan); apply reads it per layer
 };
 
 struct Output {
@@ -63,7 +64,37 @@ Params init_params(const ModelApi& model, const nlohmann::json& cfg, uint64_t se
 at::Tensor resample_posemb(const at::Tensor& posemb, int64_t new_tokens);
 
 // The parameter, or a bv::Error naming it and the model.
-const at::Tensor& param(const Params& params, const std::string& name, const char* model);
+at::Tensor param(const Params& params, const std::string& name, const char* model);
+
+// Layer i of a scanned parameter (a stack along dim 0): param(...)[i], but a ParamSource can
+// bring that one layer instead of the whole stack.
+at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
+                       const char* model);
+
+// Parameters that live elsewhere (fsdp: runtime/dist/fsdp.h). While a ParamSource is set for
+// the thread, param() and layer_param() ask it first; it recognises its parameters by the
+// placeholder tensors it put into Params, so a subtree() copy still finds them. Models read
+// every parameter through param()/layer_param(), never through Params directly.
+struct ParamSource {
+  virtual ~ParamSource() = default;
+  // The value standing for `held`, or an undefined tensor when `held` is not a placeholder.
+  virtual at::Tensor whole(const at::Tensor& held) = 0;
+  virtual at::Tensor layer(const at::Tensor& held, int64_t i) = 0;
+};
+
+ParamSource* current_param_source();
+
+// Sets the thread's ParamSource for its lifetime (and restores the previous one).
+class ParamSourceScope {
+ public:
+  explicit ParamSourceScope(ParamSource* source);
+  ~ParamSourceScope();
+  ParamSourceScope(const ParamSourceScope&) = delete;
+  ParamSourceScope& operator=(const ParamSourceScope&) = delete;
+
+ private:
+  ParamSource* previous_;
+};
 
 // x @ `name`/kernel + `name`/bias: a flax Dense layer.
 at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,

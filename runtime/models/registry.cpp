@@ -80,10 +80,39 @@ void relayout_params(const ModelApi& model, Params& params) {
   if (model.relayout) model.relayout(params);
 }
 
-const at::Tensor& param(const Params& params, const std::string& name, const char* model) {
+namespace {
+thread_local ParamSource* param_source = nullptr;
+}  // namespace
+
+ParamSource* current_param_source() { return param_source; }
+
+ParamSourceScope::ParamSourceScope(ParamSource* source) : previous_(param_source) {
+  param_source = source;
+}
+
+ParamSourceScope::~ParamSourceScope() { param_source = previous_; }
+
+at::Tensor param(const Params& params, const std::string& name, const char* model) {
   auto it = params.find(name);
   BV_CHECK(it != params.end(), model, ": parameter '", name, "' is missing");
+  if (param_source) {
+    at::Tensor t = param_source->whole(it->second);
+    if (t.defined()) return t;
+  }
   return it->second;
+}
+
+at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
+                       const char* model) {
+  auto it = params.find(name);
+  BV_CHECK(it != params.end(), model, ": parameter '", name, "' is missing");
+  BV_CHECK(it->second.dim() >= 1 && i >= 0 && i < it->second.size(0), model, ": layer ", i,
+           " of '", name, "', which stacks ", it->second.dim() ? it->second.size(0) : 0, " layers");
+  if (param_source) {
+    at::Tensor t = param_source->layer(it->second, i);
+    if (t.defined()) return t;
+  }
+  return it->second[i];
 }
 
 at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,

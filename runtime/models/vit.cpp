@@ -177,6 +177,7 @@ void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c, cons
     // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
     for (ParamSpec s : block_specs(c, name + "/encoderblock")) {
       s.shape.insert(s.shape.begin(), c.depth);
+      s.scan = true;
       out.push_back(s);
     }
   } else {
@@ -248,7 +249,7 @@ struct Layer {
   const std::string& encoder;
   int64_t i;
   at::Tensor operator()(const std::string& name) const {
-    if (c.scan) return param(params, encoder + "/encoderblock/" + name, "vit")[i];
+    if (c.scan) return layer_param(params, encoder + "/encoderblock/" + name, i, "vit");
     return param(params, encoder + "/encoderblock_" + std::to_string(i) + "/" + name, "vit");
   }
 };

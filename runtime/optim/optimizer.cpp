@@ -84,6 +84,15 @@ struct Optimizer::Impl {
   double lr = 0;
   std::optional<double> clip_norm;
   int64_t count = 0;
+  // ScheduleContext's fsdp fields.
+  std::function<void(at::Tensor&)> sum_over_processes;
+  std::set<std::string> replicated;
+  bool count_replicated = true;
+
+  // How much a leaf counts in the global norms: 0 for a replicated one another process counts.
+  bool counted(const Leaf& leaf) const {
+    return !sum_over_processes || count_replicated || !replicated.count(leaf.name);
+  }
 
   const Leaf& leaf(const std::string& name) const {
     auto it = index.find(name);
@@ -225,6 +234,12 @@ Optimizer::Optimizer(const json& config,
   double clip = get_number(config, "grad_clip_norm", 0, "config");
   if (clip != 0) m.clip_norm = clip;
 
+  m.sum_over_processes = ctx.sum_over_processes;
+  m.replicated = ctx.replicated;
+  m.count_replicated = ctx.count_replicated;
+  for (const auto& name : m.replicated) {
+    BV_CHECK(m.index.count(name), "optimizer: replicated parameter '", name, "' does not exist");
+  }
   if (ctx.owned) {
     for (const auto& name : *ctx.owned) {
       BV_CHECK(m.index.count(name), "optimizer: owned parameter '", name, "' does not exist");
@@ -272,11 +287,19 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
     BV_CHECK(at::isFloatingType(it->second.scalar_type()), "optimizer: gradient of '", leaf.name,
              "' is ", dtype_name(it->second.scalar_type()), ", not a float");
     g[i] = it->second.to(at::kFloat);
-    trainable_grads.push_back(g[i]);
+    if (m.counted(leaf)) trainable_grads.push_back(g[i]);
   }
 
-  // l2_grads and gradient clipping both see the non-frozen gradients only.
-  at::Tensor grad_norm = sum_squares(trainable_grads).sqrt();
+  // l2_grads and gradient clipping both see the non-frozen gradients only. With fsdp each
+  // process holds a part: the squares are summed over processes.
+  auto global_norm = [&](const std::vector<at::Tensor>& ts) {
+    at::Tensor sq = sum_squares(ts);
+    if (!m.sum_over_processes) return sq.sqrt();
+    at::Tensor wide = sq.to(at::kCPU, at::kDouble).reshape({1});
+    m.sum_over_processes(wide);
+    return wide.reshape({}).to(sq.device(), at::kFloat).sqrt();
+  };
+  at::Tensor grad_norm = global_norm(trainable_grads);
   std::vector<float> sched(m.schedules.size());
   for (size_t s = 0; s < sched.size(); ++s) sched[s] = m.schedules[s](m.count);
 
@@ -299,17 +322,17 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
       double lr = m.lr * (leaf.lr_mult ? *leaf.lr_mult : 1.0);
       u = leaf.wd ? at::mul(p, -k * *leaf.wd).add_(u, -k * lr) : at::mul(u, -k * lr);
       p.add_(u);
-      updates.push_back(u);
+      if (m.counted(leaf)) updates.push_back(u);
     }
-    all_params.push_back(p);  // frozen ones stay exactly as they were
+    if (m.counted(leaf)) all_params.push_back(p);  // frozen ones stay exactly as they were
   }
   ++m.count;
 
   UpdateMetrics metrics;
   if (all_norms) {
     // One transfer for the three norms.
-    at::Tensor norms = at::stack({grad_norm.to(at::kCPU), sum_squares(updates).sqrt().to(at::kCPU),
-                                  sum_squares(all_params).sqrt().to(at::kCPU)});
+    at::Tensor norms = at::stack({grad_norm.to(at::kCPU), global_norm(updates).to(at::kCPU),
+                                  global_norm(all_params).to(at::kCPU)});
     auto acc = norms.accessor<float, 1>();
     metrics.l2_grads = acc[0];
     metrics.l2_updates = acc[1];
@@ -325,6 +348,10 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
 int64_t Optimizer::count() const { return impl_->count; }
 
 bool Optimizer::frozen(const std::string& name) const { return impl_->leaf(name).schedule < 0; }
+
+bool Optimizer::rows_independent(const std::string& name) const {
+  return impl_->transform->rows_independent(impl_->leaf(name).shape);
+}
 
 int Optimizer::num_schedules() const { return static_cast<int>(impl_->schedules.size()); }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,15 @@ struct ScheduleContext {
   // and are updated by this process; the others belong to another process, which broadcasts
   // their new values. Their gradients still count in l2_grads and clipping.
   std::optional<std::set<std::string>> owned;
+  // fsdp (lib/bv/sharding.lua): this process's optimizer holds only the parameters it updates,
+  // some of them as row blocks of a larger tensor; the others' gradients are not here. The
+  // global norms (l2_grads, which clipping uses, l2_updates and l2_params) are then sums over
+  // processes: `sum_over_processes` adds a small float64 CPU tensor over them in place. The
+  // `replicated` parameters are the same on every process and count once, where
+  // `count_replicated` is set (one process).
+  std::function<void(at::Tensor&)> sum_over_processes;
+  std::set<std::string> replicated;
+  bool count_replicated = true;
 };
 
 // One tensor of the optimizer state, owned here or not (see ScheduleContext::owned).
@@ -68,6 +78,8 @@ class Optimizer {
 
   int64_t count() const;        // updates done so far (big_vision's get_count)
   bool frozen(const std::string& name) const;
+  // Whether `name`'s update treats its rows (dim 0) independently (fsdp may then split it).
+  bool rows_independent(const std::string& name) const;
   int num_schedules() const;    // non-frozen schedule entries
   double schedule(int index, int64_t count) const;  // the multiplier at optimizer count `count`
 

@@ -185,6 +185,12 @@ class Adafactor : public LeafTransform {
     return u;
   }
 
+  // Factoring over dim 0 mixes rows, and the RMS clipping is over the whole tensor.
+  bool rows_independent(const std::vector<int64_t>& shape) const override {
+    auto [d1, d0] = factored_dims(shape, o_.min_dim_size_to_factor);
+    return !o_.clipping_threshold && d1 != 0 && d0 != 0;
+  }
+
  private:
   static std::vector<int64_t> without(std::vector<int64_t> shape, int axis) {
     shape.erase(shape.begin() + axis);

@@ -25,6 +25,9 @@ class LeafTransform {
   // tensors (never changed in place, so tensors handed out by Optimizer::state() stay as they
   // were). `count`: updates done before this one.
   virtual at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const = 0;
+  // Whether the update of a parameter of `shape` treats its rows (dim 0) independently, so that
+  // updating each row block apart gives the same result (fsdp splits layer stacks so).
+  virtual bool rows_independent(const std::vector<int64_t>& /*shape*/) const { return true; }
 };
 
 // `name`: "big_vision.scale_by_adafactor", "scale_by_adam", "big_vision.momentum_hp",

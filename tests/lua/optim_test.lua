@@ -119,6 +119,47 @@ T.test("state() and load_state() resume identically", function()
   T.raises(function() b:load_state(saved) end, "head/kernel/v")
 end)
 
+T.test("fsdp: a layer stack updated in row blocks equals the whole update", function()
+  local cfg = {optax_name = "big_vision.scale_by_adafactor", lr = 0.1, wd = 1e-3, schedule = {}}
+  local whole_shapes = {{name = "stack", shape = {4, 64, 48}}}
+  local whole = bv.optim.new(json.encode(cfg), whole_shapes, {total_steps = 3})
+  T.truthy(whole:rows_independent("stack"), "factored over dims 2 and 3: rows apart")
+  local blocks = {bv.optim.new(json.encode(cfg), {{name = "stack", shape = {1, 64, 48}}}, {total_steps = 3}),
+                  bv.optim.new(json.encode(cfg), {{name = "stack", shape = {3, 64, 48}}}, {total_steps = 3})}
+  local rng = bv.rng(1)
+  local p = bv.randn({4, 64, 48}, rng)
+  local parts = {p:narrow(1, 1, 1):clone(), p:narrow(1, 2, 3):clone()}
+  for _ = 1, 3 do
+    local g = bv.randn({4, 64, 48}, rng)
+    whole:update({stack = p}, {stack = g})
+    blocks[1]:update({stack = parts[1]}, {stack = g:narrow(1, 1, 1)})
+    blocks[2]:update({stack = parts[2]}, {stack = g:narrow(1, 2, 3)})
+  end
+  T.truthy(bv.cat({parts[1], parts[2]}, 1):allclose(p, 1e-6, 1e-7), "row blocks = whole")
+  -- What mixes rows keeps a tensor whole: factoring over dim 1, or per-tensor clipping.
+  local wide = bv.optim.new(json.encode(cfg), {{name = "w", shape = {64, 48}}}, {total_steps = 3})
+  T.truthy(not wide:rows_independent("w"), "factored over dim 1")
+  cfg.optax = {clipping_threshold = 1.0}
+  local clipped = bv.optim.new(json.encode(cfg), whole_shapes, {total_steps = 3})
+  T.truthy(not clipped:rows_independent("stack"), "clipping is per tensor")
+  local adam = bv.optim.new(json.encode({optax_name = "scale_by_adam", lr = 0.1, schedule = {}}),
+                            {{name = "w", shape = {64, 48}}}, {total_steps = 3})
+  T.truthy(adam:rows_independent("w"), "adam is element-wise")
+end)
+
+T.test("fsdp: with a group, replicated parameters count in the norms on rank 0", function()
+  local cfg = {optax_name = "big_vision.sgd", lr = 0.1, schedule = {}}
+  local group = bv.dist.init{backend = "gloo", timeout = 10}  -- one process: sums are identities
+  local two = {{name = "a", shape = {2}}, {name = "b", shape = {2}}}
+  local opt = bv.optim.new(json.encode(cfg), two, {total_steps = 1, group = group, replicated = {"a"}})
+  local m = opt:update({a = bv.tensor({3.0, 0.0}), b = bv.tensor({0.0, 0.0})},
+                       {a = bv.tensor({3.0, 0.0}), b = bv.tensor({0.0, 4.0})})
+  T.near(m.l2_grads, 5, 1e-6)
+  T.raises(function()
+    bv.optim.new(json.encode(cfg), two, {total_steps = 1, group = group, replicated = {"c"}})
+  end, "replicated parameter 'c' does not exist")
+end)
+
 T.test("errors name the culprit and the script line", function()
   local function new(cfg) return bv.optim.new(json.encode(cfg), shapes, ctx) end
   local msg = T.raises(function() new({lr = 0.1, optax_name = "big_vision.lion"}) end,

@@ -26,10 +26,12 @@ T.test("fsdp: the largest first, each to the least loaded rank; small and frozen
   T.eq(owner["frozen/kernel"], nil)
   T.eq(owner["tiny/bias"], nil)      -- below min_size_to_shard_mb
   T.truthy(s.sharded, "sharded")
+  T.eq(s.load, {[0] = 4 * 2 ^ 20, [1] = 4 * 2 ^ 20})
   s.rank = 1
-  local mine = s:owned(shapes())
-  table.sort(mine)
+  local mine = {}
+  for _, p in ipairs(s:opt_shapes()) do mine[#mine + 1] = p.name end
   T.eq(mine, {"frozen/kernel", "mid/kernel", "mid2/kernel", "tiny/bias"})
+  T.eq(s:opt_ctx({total_steps = 3}).replicated, {"frozen/kernel", "tiny/bias"})
   -- big_vision's default threshold (4 MiB) keeps the 2 MiB ones replicated.
   local _, owner4 = planned('fsdp(axis="data")', 2)
   T.eq(owner4["big/kernel"], 0)
@@ -38,14 +40,43 @@ T.test("fsdp: the largest first, each to the least loaded rank; small and frozen
   local _, mixed = planned({{"big/.*", "replicate"}, {".*", 'fsdp(axis="data", min_size_to_shard_mb=0)'}}, 2)
   T.eq(mixed["big/kernel"], nil)
   T.truthy(mixed["tiny/bias"] ~= nil, "tiny sharded with a 0 threshold")
+  local z = planned({{".*", "zero1"}}, 2)
+  T.eq(z.kind["big/kernel"], "zero1")
 end)
 
-T.test("replicate, or a single process: nothing is owned, every rank updates everything", function()
+T.test("fsdp splits a scanned stack by layer when the optimizer treats layers apart", function()
+  local stack = {{name = "enc/kernel", shape = {4, 512, 512}, dtype = "float32", scan = true},  -- 4 MiB
+                 {name = "head/kernel", shape = {1024, 1024}, dtype = "float32"}}              -- 4 MiB
+  local s = sharding.new({sharding_strategy = 'fsdp(axis="data", min_size_to_shard_mb=1)'}, nil)
+  s.world = 2
+  local owner = s:plan(stack)
+  T.eq(owner["head/kernel"], 0)
+  T.eq(owner["enc/kernel"], {1, 1, 1, 1})  -- rank 0 already holds 4 MiB
+  T.eq(s:rows("enc/kernel", 1), {1, 2, 3, 4})
+  s.world = 3
+  owner = s:plan(stack)
+  T.eq(owner["enc/kernel"], {1, 2, 1, 2})
+  s.rank = 2
+  T.eq(s:opt_shapes()[1], {name = "enc/kernel", shape = {2, 512, 512}, dtype = "float32"})
+  T.truthy(not s:updates("head/kernel", 2) and s:updates("enc/kernel", 2), "rank 2 updates")
+  -- An optimizer that mixes rows (Adafactor factoring dim 1, clipping) keeps the stack whole.
+  owner = s:plan(stack, nil, function() return false end)
+  T.eq(type(owner["enc/kernel"]), "number")
+end)
+
+T.test("replicate, or a single process: every rank updates everything", function()
   local s = planned({{".*", "replicate"}}, 2)
-  T.eq(s:owned(shapes()), nil)
+  T.truthy(not s.sharded, "nothing sharded")
+  T.eq(#s:opt_shapes(), #shapes())
+  local params = {w = bv.zeros({2})}
+  T.truthy(s:hold(params) == params and s:opt_params(params) == params, "the same table")
   local one = sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data")'}}}, nil)
   one:plan(shapes())
-  T.eq(one:owned(shapes()), nil)
+  T.truthy(not one.sharded, "one process: nothing sharded")
+  T.eq(one:opt_ctx({total_steps = 3}), {total_steps = 3})
+  local loss, grads = one:gradients(params, function(p) return 1.5, {w = p.w} end)
+  T.eq(loss, 1.5)
+  T.truthy(grads.w == params.w, "gradients as given")
   T.eq(one:sum(2.5), 2.5)
   T.eq(one:mean(2.5), 2.5)
   T.eq(one:any(false), false)
@@ -64,6 +95,8 @@ T.test("bad mesh, strategy or rules name themselves", function()
   T.raises(function() sharding.new({mesh = {{"data", 4}}}, nil) end, "the run has 1 processes")
   T.raises(function() sharding.new({sharding_strategy = {{".*", "zero3"}}}, nil) end,
            "config.sharding_strategy[1]: unknown strategy 'zero3'")
+  T.raises(function() sharding.new({sharding_strategy = {{".*", 'zero1(axis="model")'}}}, nil) end,
+           "zero1 over axis")
   T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="model")'}}}, nil) end,
            "the 'data' axis only")
   T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data", foo=1)'}}}, nil) end,

@@ -66,16 +66,11 @@ return function(config, workdir, run)
   if config.init_head_bias and params["head/bias"] then params["head/bias"]:fill_(config.init_head_bias) end
 
   -- Optimizer: big_vision's optax.make (schedules, freezing, clipping, lr_mults, wd).
-  -- With fsdp, each rank keeps the optimizer state of the parameters it owns (bv.sharding).
+  -- With fsdp/zero1, each rank updates (and keeps the state of) what it owns (bv.sharding).
   local shapes = model:param_shapes()
-  shard:plan(shapes, sharding.frozen_fn(config))
-  local opt = bv.optim.new(cfg_json, shapes, {total_steps = total_steps, batch_size = batch_size,
-                                              data_size = ntrain, owned = shard:owned(shapes)})
+  local sched = {total_steps = total_steps, batch_size = batch_size, data_size = ntrain}
+  local opt, full_spec = sharding.make_optimizer(shard, cfg_json, shapes, sched)
   mw:measure("num_params", model:param_count())
-  -- Optimizer state held by rank 0 and by all ranks together (fsdp: about 1/world each).
-  local state_bytes = sharding.state_bytes(opt)
-  mw:measure("opt_state_bytes", state_bytes)
-  mw:measure("opt_state_bytes_all", shard:sum(state_bytes))
   local rng = bv.rng(config.seed or 0)  -- mixup's stream
 
   -- Initialise: resume > model_init > scratch.
@@ -90,7 +85,7 @@ return function(config, workdir, run)
       local rest = name:match("^opt/(.*)$")
       if rest then opt_state[rest] = t end
     end
-    opt:load_state(opt_state)
+    opt:load_state(shard:local_opt_state(opt, opt_state))
     rng:set_state(ck.tensors.rng)
     chrono:load(ck.state.chrono)
     first_step = ck.step
@@ -101,6 +96,8 @@ return function(config, workdir, run)
     note(string.format("Initialised %d parameters from %s", #report.loaded, config.model_init))
   end
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
+  params = shard:hold(params)  -- fsdp: this rank keeps its parts; the model reads placeholders
+  common.measure_memory(mw, shard, params, opt)
 
   -- What evaluators may call, by name (an eval's `pred` key).
   local predict_fns = {
@@ -114,8 +111,8 @@ return function(config, workdir, run)
     predict_fns = predict_fns, get_steps = get_steps, mw = mw, chrono = chrono, note = note,
     workdir = workdir, shard = shard}
 
-  local ckpt = {workdir = workdir, shard = shard, opt = opt, chrono = chrono,
-                train_iter = train_iter}
+  local ckpt = {workdir = workdir, shard = shard, opt = opt, full_spec = full_spec,
+                chrono = chrono, train_iter = train_iter}
   local function save(step, keep) common.save(ckpt, params, step, keep, {rng = rng:state()}) end
 
   chrono:inform({first_step = first_step, total_steps = total_steps, global_bs = batch_size,
@@ -146,14 +143,15 @@ return function(config, workdir, run)
     local batch = first_batch or train_iter:next()
     first_batch = nil
     run.state.batch, run.state.step = batch, step
-    local loss, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, batch.image,
-                                                batch.labels, step_opts)
-    shard:average_grads(grads)  -- over ranks: each saw batch_size / world examples
-    loss = shard:mean(loss)
+    -- Averaged over ranks: each saw batch_size / world examples.
+    local loss, grads = shard:gradients(params, function(p)
+      return bv.train.loss_and_grads(model.name, model.cfg_json, p, batch.image, batch.labels,
+                                     step_opts)
+    end)
     local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
-    local m = opt:update(params, grads, {norms = log_now})  -- l2_params/l2_updates cost a pass
-    shard:sync_params(params)  -- fsdp: the owners broadcast what they updated
-    if log_now and shard.sharded then m.l2_updates = math.sqrt(shard:sum(m.l2_updates ^ 2)) end
+    -- l2_params/l2_updates cost a pass over the parameters: at log steps only.
+    local m = opt:update(shard:opt_params(params), grads, {norms = log_now})
+    shard:sync_params(params)  -- zero1: the owners broadcast what they updated
 
     -- big_vision's NaN guard, checked every step; what is already checkpointed stays.
     for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do

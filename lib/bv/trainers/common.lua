@@ -3,6 +3,7 @@
 -- these are the parts that would otherwise be copied word for word.
 local metrics = require "bv.metrics"
 local evaluators = require "bv.evaluators"
+local sharding = require "bv.sharding"
 
 local M = {}
 
@@ -39,6 +40,9 @@ function M.evaluations(t)
 
   local function run_eval(e, params, step)
     t.chrono:pause()
+    -- Evaluators run whole models: fsdp parameters are gathered for them (a collective; every
+    -- rank evaluates at the same steps), and dropped afterwards.
+    params = shard:full_params(params)
     t.note(e.name .. " evaluation...")
     local ctx = {workdir = t.workdir, step = step, write = shard.rank == 0, rank = shard.rank,
                  world = shard.world, sum = sum, gather = gather}
@@ -47,18 +51,31 @@ function M.evaluations(t)
         t.mw:measure(e.prefix .. kv[1], kv[2])
       end
     end)
+    params = nil
+    if shard.fs then collectgarbage() end
     t.chrono:resume()
   end
   return evals, run_eval
 end
 
+-- Bytes of parameters and of optimizer state that rank 0 holds and that all ranks hold
+-- together (fsdp: about 1/world each; zero1: the optimizer state only).
+function M.measure_memory(mw, shard, params, opt)
+  local p, s = shard:param_bytes(params), sharding.state_bytes(opt)
+  mw:measure("param_bytes", p)
+  mw:measure("param_bytes_all", shard:sum(p))
+  mw:measure("opt_state_bytes", s)
+  mw:measure("opt_state_bytes_all", shard:sum(s))
+end
+
 -- Saves a checkpoint of params, the optimizer state and `extra` tensors (e.g. an rng) with the
 -- chrono and data position. Every rank calls it (the optimizer state may be spread over
 -- ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
--- t = {workdir, shard, opt, chrono, train_iter}.
+-- t = {workdir, shard, opt, full_spec (the whole optimizer's state_spec), chrono, train_iter}.
 function M.save(t, params, step, keep, extra)
   t.chrono:pause()
-  local opt_state = t.shard:full_opt_state(t.opt)
+  local opt_state = t.shard:full_opt_state(t.opt, t.full_spec)
+  params = t.shard:full_params(params)
   if t.shard.rank == 0 then
     local tensors = {}
     for name, x in pairs(extra or {}) do tensors[name] = x end

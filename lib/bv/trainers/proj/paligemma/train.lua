@@ -64,14 +64,10 @@ return function(config, workdir, run)
   local params = model:init(config.seed or 0)
   mw:measure("num_params", model:param_count())
 
-  -- With fsdp, each rank keeps the optimizer state of the parameters it owns (bv.sharding).
+  -- With fsdp/zero1, each rank updates (and keeps the state of) what it owns (bv.sharding).
   local shapes = model:param_shapes()
-  shard:plan(shapes, sharding.frozen_fn(config))
-  local opt = bv.optim.new(cfg_json, shapes, {total_steps = total_steps, batch_size = batch_size,
-                                              data_size = ntrain, owned = shard:owned(shapes)})
-  local state_bytes = sharding.state_bytes(opt)
-  mw:measure("opt_state_bytes", state_bytes)
-  mw:measure("opt_state_bytes_all", shard:sum(state_bytes))
+  local sched = {total_steps = total_steps, batch_size = batch_size, data_size = ntrain}
+  local opt, full_spec = sharding.make_optimizer(shard, cfg_json, shapes, sched)
 
   -- Initialise: resume > model_init > scratch.
   local first_step = 0
@@ -85,7 +81,7 @@ return function(config, workdir, run)
       local rest = name:match("^opt/(.*)$")
       if rest then opt_state[rest] = t end
     end
-    opt:load_state(opt_state)
+    opt:load_state(shard:local_opt_state(opt, opt_state))
     chrono:load(ck.state.chrono)
     first_step = ck.step
     note(string.format("Resumed from %s at step %d", ck.path, first_step))
@@ -96,6 +92,8 @@ return function(config, workdir, run)
                        type(config.model_init) == "string" and config.model_init or "parts"))
   end
   model:relayout(params)
+  params = shard:hold(params)  -- fsdp: this rank keeps its parts; the model reads placeholders
+  common.measure_memory(mw, shard, params, opt)
 
   local predict_fns = predict_fns_mod.get_all(model)
   local function get_steps(prefix, cfg)
@@ -106,8 +104,8 @@ return function(config, workdir, run)
     predict_fns = predict_fns, get_steps = get_steps, mw = mw, chrono = chrono, note = note,
     workdir = workdir, shard = shard}
 
-  local ckpt = {workdir = workdir, shard = shard, opt = opt, chrono = chrono,
-                train_iter = train_iter}
+  local ckpt = {workdir = workdir, shard = shard, opt = opt, full_spec = full_spec,
+                chrono = chrono, train_iter = train_iter}
   local function save(step, keep) common.save(ckpt, params, step, keep) end
 
   chrono:inform({first_step = first_step, total_steps = total_steps, global_bs = batch_size,
@@ -135,15 +133,14 @@ return function(config, workdir, run)
     local batch = first_batch or train_iter:next()
     first_batch = nil
     run.state.batch, run.state.step = batch, step
-    local loss, grads = bv.train.lm_loss_and_grads(model.name, model.cfg_json, params, batch.image,
-                                                   batch.text, batch.mask_ar, batch.mask_loss,
-                                                   step_opts)
-    shard:average_grads(grads)  -- over ranks: each saw batch_size / world examples
-    loss = shard:mean(loss)
+    -- Averaged over ranks: each saw batch_size / world examples.
+    local loss, grads = shard:gradients(params, function(p)
+      return bv.train.lm_loss_and_grads(model.name, model.cfg_json, p, batch.image, batch.text,
+                                        batch.mask_ar, batch.mask_loss, step_opts)
+    end)
     local log_now = bv.optim.itstime(step, log_every, total_steps) or chrono.warmup > 0
-    local m = opt:update(params, grads, {norms = log_now})
-    shard:sync_params(params)  -- fsdp: the owners broadcast what they updated
-    if log_now and shard.sharded then m.l2_updates = math.sqrt(shard:sum(m.l2_updates ^ 2)) end
+    local m = opt:update(shard:opt_params(params), grads, {norms = log_now})
+    shard:sync_params(params)  -- zero1: the owners broadcast what they updated
 
     for _, kv in ipairs({{"training_loss", loss}, {"l2_grads", m.l2_grads}}) do
       if not finite(kv[2]) then

@@ -1,0 +1,151 @@
+// bv.dist.fsdp: fully sharded parameters (runtime/dist/fsdp.h), driven by lib/bv/sharding.lua.
+//
+//   local fs = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
+//   fs:placeholder(name)   -- what the model's params table holds for it
+//   fs:part(name)          -- this rank's part (whole, or its rows stacked), or nil
+//   fs:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
+//   fs:take_grads()        -- name -> gradient of this rank's parts, averaged over ranks
+//   fs:gather(name)        -- the whole value, on every rank (collective)
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "dist.h"
+#include "dist/fsdp.h"
+#include "lua_util.h"
+#include "tensor.h"
+
+namespace bv::lua {
+
+namespace {
+
+constexpr const char* kFsdpMeta = "bv.Fsdp";
+using FsdpPtr = std::shared_ptr<FsdpParams>;
+
+FsdpParams& check_fsdp(lua_State* L, int arg) {
+  return **static_cast<FsdpPtr*>(luaL_checkudata(L, arg, kFsdpMeta));
+}
+
+int fsdp_gc(lua_State* L) {
+  static_cast<FsdpPtr*>(luaL_checkudata(L, 1, kFsdpMeta))->~FsdpPtr();
+  return 0;
+}
+
+// bv.dist.fsdp(group, specs)
+int fsdp_new(lua_State* L) {
+  std::shared_ptr<DistGroup> group = check_dist_group(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<FsdpParamSpec> specs;
+  lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, 2, i);
+    if (!lua_istable(L, -1)) raise(L, str("fsdp: spec ", i, " must be {name=, value=, owners=}"));
+    FsdpParamSpec s;
+    lua_getfield(L, -1, "name");
+    if (!lua_isstring(L, -1)) raise(L, str("fsdp: spec ", i, " has no name"));
+    s.name = lua_tostring(L, -1);
+    lua_getfield(L, -2, "value");
+    at::Tensor* t = test_tensor(L, -1);
+    if (!t) raise(L, str("fsdp: '", s.name, "' has no value tensor"));
+    s.full = *t;
+    lua_getfield(L, -3, "owners");
+    if (!lua_istable(L, -1)) raise(L, str("fsdp: '", s.name, "' has no owners list"));
+    lua_Integer m = luaL_len(L, -1);
+    for (lua_Integer k = 1; k <= m; ++k) {
+      lua_geti(L, -1, k);
+      if (!lua_isinteger(L, -1)) raise(L, str("fsdp: owners[", k, "] of '", s.name, "' is not a rank"));
+      s.owners.push_back(static_cast<int>(lua_tointeger(L, -1)));
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 4);
+    specs.push_back(std::move(s));
+  }
+  auto fs = std::make_shared<FsdpParams>(std::move(group), std::move(specs));
+  void* p = lua_newuserdatauv(L, sizeof(FsdpPtr), 0);
+  new (p) FsdpPtr(std::move(fs));
+  luaL_setmetatable(L, kFsdpMeta);
+  return 1;
+}
+
+int fsdp_placeholder(lua_State* L) {
+  push_tensor(L, check_fsdp(L, 1).placeholder(luaL_checkstring(L, 2)));
+  return 1;
+}
+
+int fsdp_part(lua_State* L) {
+  at::Tensor t = check_fsdp(L, 1).local(luaL_checkstring(L, 2));
+  if (t.defined()) push_tensor(L, t);
+  else lua_pushnil(L);
+  return 1;
+}
+
+// Clears the step's fetched values however fn ends (an error unwinds through here too).
+struct ResolveScope {
+  FsdpParams& fs;
+  models::ParamSourceScope scope;
+  explicit ResolveScope(FsdpParams& f) : fs(f), scope(&f) {}
+  ~ResolveScope() { fs.clear_cache(); }
+};
+
+int fsdp_run(lua_State* L) {
+  FsdpParams& fs = check_fsdp(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  ResolveScope scope(fs);
+  int base = 1;  // results are everything above the userdata
+  lua_call(L, lua_gettop(L) - 2, LUA_MULTRET);
+  return lua_gettop(L) - base;
+}
+
+int fsdp_take_grads(lua_State* L) {
+  auto grads = check_fsdp(L, 1).take_grads();
+  lua_createtable(L, 0, static_cast<int>(grads.size()));
+  for (auto& [name, g] : grads) {
+    push_tensor(L, g);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
+int fsdp_gather(lua_State* L) {
+  push_tensor(L, check_fsdp(L, 1).gather(luaL_checkstring(L, 2)));
+  return 1;
+}
+
+int fsdp_names(lua_State* L) {
+  auto names = check_fsdp(L, 1).names();
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+}  // namespace
+
+// Adds bv.dist.fsdp; the `dist` table is at the top of the stack.
+void open_fsdp(lua_State* L) {
+  static const luaL_Reg methods[] = {
+      BV_FN("placeholder", fsdp_placeholder),
+      BV_FN("part", fsdp_part),
+      BV_FN("run", fsdp_run),
+      BV_FN("take_grads", fsdp_take_grads),
+      BV_FN("gather", fsdp_gather),
+      BV_FN("names", fsdp_names),
+      {nullptr, nullptr},
+  };
+  luaL_newmetatable(L, kFsdpMeta);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, fsdp_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, guarded<fsdp_new>);
+  lua_setfield(L, -2, "fsdp");
+}
+
+}  // namespace bv::lua

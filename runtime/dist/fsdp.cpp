@@ -1,0 +1,209 @@
+#include "dist/fsdp.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <utility>
+
+#include "core/error.h"
+#include "core/tensor_util.h"
+#include "dist/dist.h"
+
+namespace bv {
+
+namespace {
+
+// A tensor of `shape` whose storage is one zero: what Params holds for a parameter kept
+// elsewhere. A plain leaf (not a view), so the trainer can mark it as requiring grad.
+at::Tensor make_placeholder(const std::vector<int64_t>& shape, const at::TensorOptions& opts) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  at::Tensor t = at::empty_strided(shape, strides, opts);
+  if (t.numel() > 0) t.as_strided({1}, {1}).zero_();
+  return t;
+}
+
+// The autograd node of a fetch: forward broadcasts from the owner; backward reduces the
+// gradient to the owner, which gets the mean over processes. Every process runs both, in the
+// same order (backward visits the same graph on every process).
+struct Fetch : torch::autograd::Function<Fetch> {
+  // input: the owner's part (the owner) or FsdpParams::dummy_ (the others).
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor input,
+                            FsdpParams* self, int64_t index, int64_t row) {
+    const FsdpParams::Param& p = self->param(static_cast<size_t>(index));
+    int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
+    ctx->saved_data["self"] = reinterpret_cast<int64_t>(self);
+    ctx->saved_data["owner"] = static_cast<int64_t>(owner);
+    at::Tensor out;
+    if (dist_rank(self->group()) == owner) {
+      out = input.detach().clone();
+    } else {
+      out = at::empty(std::vector<int64_t>(p.shape.begin() + (row < 0 ? 0 : 1), p.shape.end()),
+                      p.options);
+    }
+    std::vector<at::Tensor> bufs{out};
+    dist_broadcast(self->group(), bufs, owner);
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* self = reinterpret_cast<FsdpParams*>(ctx->saved_data["self"].toInt());
+    int owner = static_cast<int>(ctx->saved_data["owner"].toInt());
+    // A copy: reduced in place, and the engine may still hold the incoming buffer.
+    at::Tensor g = grads[0].contiguous().clone();
+    std::vector<at::Tensor> bufs{g};
+    dist_reduce(self->group(), bufs, owner);
+    bool mine = dist_rank(self->group()) == owner;
+    at::Tensor out = mine ? g.div_(static_cast<double>(dist_world_size(self->group())))
+                          : at::Tensor();
+    return {out, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs)
+    : group_(std::move(group)) {
+  BV_CHECK(group_, "fsdp: no process group");
+  rank_ = dist_rank(*group_);
+  world_ = dist_world_size(*group_);
+  at::NoGradGuard no_grad;
+  for (auto& s : specs) {
+    BV_CHECK(s.full.defined(), "fsdp: parameter '", s.name, "' has no value");
+    Param p;
+    p.name = s.name;
+    p.shape = s.full.sizes().vec();
+    p.options = s.full.options();
+    p.owners = s.owners;
+    bool split = p.owners.size() != 1;
+    BV_CHECK(!p.owners.empty() && (!split || (s.full.dim() >= 1 &&
+                                              static_cast<int64_t>(p.owners.size()) == p.shape[0])),
+             "fsdp: parameter '", s.name, "' ", shape_string(s.full), " needs one owner or one "
+             "per row of dim 0, got ", p.owners.size());
+    for (int o : p.owners) {
+      BV_CHECK(o >= 0 && o < world_, "fsdp: owner ", o, " of '", s.name, "' is not a rank (0 to ",
+               world_ - 1, ")");
+    }
+    if (!split) {
+      if (p.owners[0] == rank_) p.local = s.full.detach().clone();
+    } else {
+      std::vector<int64_t> mine;
+      p.local_row.assign(p.owners.size(), -1);
+      for (size_t r = 0; r < p.owners.size(); ++r) {
+        if (p.owners[r] != rank_) continue;
+        p.local_row[r] = static_cast<int64_t>(mine.size());
+        mine.push_back(static_cast<int64_t>(r));
+      }
+      if (!mine.empty()) {
+        p.local = s.full.detach().index_select(0, at::tensor(mine, at::kLong).to(s.full.device()));
+      }
+    }
+    if (p.local.defined()) p.local.set_requires_grad(true);
+    p.placeholder = make_placeholder(p.shape, p.options);
+    s.full = at::Tensor();  // the caller's copy may go now
+    by_placeholder_[p.placeholder.unsafeGetTensorImpl()] = params_.size();
+    params_.push_back(std::move(p));
+  }
+  dummy_ = at::zeros({}, at::kFloat).set_requires_grad(true);
+}
+
+FsdpParams::Param& FsdpParams::find(const std::string& name) {
+  for (auto& p : params_) {
+    if (p.name == name) return p;
+  }
+  fail("fsdp: no sharded parameter named '", name, "'");
+}
+
+const FsdpParams::Param& FsdpParams::find(const std::string& name) const {
+  return const_cast<FsdpParams*>(this)->find(name);
+}
+
+std::vector<std::string> FsdpParams::names() const {
+  std::vector<std::string> out;
+  for (const auto& p : params_) out.push_back(p.name);
+  return out;
+}
+
+at::Tensor FsdpParams::placeholder(const std::string& name) const { return find(name).placeholder; }
+at::Tensor FsdpParams::local(const std::string& name) const { return find(name).local; }
+
+std::vector<int64_t> FsdpParams::rows(const std::string& name, int rank) const {
+  const Param& p = find(name);
+  std::vector<int64_t> out;
+  if (p.owners.size() == 1) return out;
+  for (size_t r = 0; r < p.owners.size(); ++r) {
+    if (p.owners[r] == rank) out.push_back(static_cast<int64_t>(r));
+  }
+  return out;
+}
+
+std::map<std::string, at::Tensor> FsdpParams::take_grads() {
+  std::map<std::string, at::Tensor> out;
+  for (auto& p : params_) {
+    if (!p.local.defined()) continue;
+    at::Tensor& g = p.local.mutable_grad();
+    if (g.defined()) {
+      out[p.name] = g;
+      g = at::Tensor();
+    }
+  }
+  return out;
+}
+
+at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
+  int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
+  at::Tensor input = dummy_;
+  if (owner == rank_) input = row < 0 ? p.local : p.local[p.local_row[static_cast<size_t>(row)]];
+  return Fetch::apply(input, this, static_cast<int64_t>(&p - params_.data()), row);
+}
+
+at::Tensor FsdpParams::whole(const at::Tensor& held) {
+  auto it = by_placeholder_.find(held.unsafeGetTensorImpl());
+  if (it == by_placeholder_.end()) return at::Tensor();
+  auto cached = cache_.find(it->second);
+  if (cached != cache_.end()) return cached->second;
+  Param& p = params_[it->second];
+  at::Tensor value;
+  if (p.owners.size() == 1) {
+    value = fetch(p, -1);
+  } else {
+    std::vector<at::Tensor> rows;
+    for (int64_t r = 0; r < p.shape[0]; ++r) rows.push_back(fetch(p, r));
+    value = at::stack(rows);
+  }
+  cache_[it->second] = value;
+  return value;
+}
+
+at::Tensor FsdpParams::layer(const at::Tensor& held, int64_t i) {
+  auto it = by_placeholder_.find(held.unsafeGetTensorImpl());
+  if (it == by_placeholder_.end()) return at::Tensor();
+  Param& p = params_[it->second];
+  if (p.owners.size() == 1) return whole(held)[i];
+  return fetch(p, i);
+}
+
+at::Tensor FsdpParams::gather(const std::string& name) {
+  at::NoGradGuard no_grad;
+  Param& p = find(name);
+  if (p.owners.size() == 1) {
+    at::Tensor out = p.owners[0] == rank_ ? p.local.detach().clone() : at::empty(p.shape, p.options);
+    std::vector<at::Tensor> bufs{out};
+    dist_broadcast(*group_, bufs, p.owners[0]);
+    return out;
+  }
+  at::Tensor out = at::empty(p.shape, p.options);
+  for (int r = 0; r < world_; ++r) {
+    std::vector<int64_t> rows_r = rows(name, r);
+    if (rows_r.empty()) continue;
+    std::vector<int64_t> block_shape = p.shape;
+    block_shape[0] = static_cast<int64_t>(rows_r.size());
+    at::Tensor block = r == rank_ ? p.local.detach().clone() : at::empty(block_shape, p.options);
+    std::vector<at::Tensor> bufs{block};
+    dist_broadcast(*group_, bufs, r);
+    out.index_copy_(0, at::tensor(rows_r, at::kLong).to(out.device()), block);
+  }
+  return out;
+}
+
+}  // namespace bv

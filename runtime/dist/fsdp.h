@@ -1,0 +1,86 @@
+// Fully sharded parameters (big_vision's fsdp strategy on the 1-D data mesh, in the style of
+// ZeRO-3): every large parameter, or every layer of a large layer stack, has one owner process
+// that alone keeps it between steps. The model's Params hold placeholders for these (tensors of
+// the full shape whose one element is repeated: no memory). While FsdpParams is the thread's
+// models::ParamSource, a read of a placeholder brings the value from its owner (a broadcast);
+// the value's backward sends its gradient back to the owner (a reduce), which averages it over
+// processes. A scanned model reads its stacks one layer at a time (models::layer_param), so a
+// layer is fetched when the forward reaches it.
+//
+// Every process must make the same reads in the same order (the same model on the same batch
+// shapes): each read is a collective.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "models/model.h"
+
+namespace bv {
+
+struct DistGroup;
+
+struct FsdpParamSpec {
+  std::string name;
+  at::Tensor full;          // the starting value; each process keeps only the parts it owns
+  std::vector<int> owners;  // one owner (the whole tensor) or one per row of dim 0 (a stack)
+};
+
+class FsdpParams : public models::ParamSource {
+ public:
+  FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs);
+
+  std::vector<std::string> names() const;
+  // What the model's Params hold for `name`.
+  at::Tensor placeholder(const std::string& name) const;
+  // This process's part of `name`: the whole tensor, the rows it owns stacked ([k, ...]) for a
+  // split one, or undefined when it owns none. A leaf that requires grad; the optimizer updates
+  // it in place.
+  at::Tensor local(const std::string& name) const;
+  // The rows of a split parameter that `rank` owns, in order (empty for a whole one).
+  std::vector<int64_t> rows(const std::string& name, int rank) const;
+  // The gradients of this process's parts after backward passes (already averaged over
+  // processes); they are taken, so the next step starts from none.
+  std::map<std::string, at::Tensor> take_grads();
+  // The whole value on every process (a collective; no gradient).
+  at::Tensor gather(const std::string& name);
+  // Forgets the values fetched whole since the last call (a step's end).
+  void clear_cache() { cache_.clear(); }
+
+  at::Tensor whole(const at::Tensor& held) override;
+  at::Tensor layer(const at::Tensor& held, int64_t i) override;
+
+  struct Param {
+    std::string name;
+    std::vector<int64_t> shape;
+    at::TensorOptions options;
+    std::vector<int> owners;         // size 1 (whole) or shape[0] (split by rows)
+    std::vector<int64_t> local_row;  // split: row -> index in `local`, -1 when not ours
+    at::Tensor local, placeholder;
+  };
+  // Broadcasts part `row` of `p` (-1: the whole tensor) from its owner, as a tensor whose
+  // gradient goes back to the owner.
+  at::Tensor fetch(Param& p, int64_t row);
+
+  DistGroup& group() { return *group_; }
+  const Param& param(size_t index) const { return params_[index]; }
+  at::Tensor dummy_;  // the input of fetches of parts we do not own (so backward still runs)
+
+ private:
+  Param& find(const std::string& name);
+  const Param& find(const std::string& name) const;
+
+  std::shared_ptr<DistGroup> group_;
+  int rank_ = 0, world_ = 1;
+  std::vector<Param> params_;
+  std::unordered_map<const void*, size_t> by_placeholder_;  // TensorImpl* -> index
+  std::map<size_t, at::Tensor> cache_;                       // whole values fetched this step
+};
+
+}  // namespace bv
