@@ -2,6 +2,8 @@
 // (CPU, the CI machine) and the 2.x that ships with pip torch on GPU machines.
 #pragma once
 
+#include <optional>
+
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
 #include <torch/csrc/api/include/torch/version.h>
@@ -64,5 +66,17 @@ class AutocastGuard {
   bool was_enabled_ = false;
   c10::ScalarType was_dtype_ = c10::ScalarType::Float;
 };
+
+// The dtype autocast runs `device`'s ops in, or none when it is off.
+inline std::optional<c10::ScalarType> autocast_dtype(c10::DeviceType device) {
+#if BV_TORCH_AT_LEAST(2, 4)
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+#else
+  bool cpu = device == c10::DeviceType::CPU;
+  if (!(cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled())) return std::nullopt;
+  return cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
 
 }  // namespace bv::compat

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "models/gemma.h"
 #include "models/model.h"
+#include "models/remat.h"
 
 namespace bv::models {
 
@@ -24,6 +25,9 @@ struct GemmaConfig {
   int64_t width = 2048, depth = 18, mlp_dim = 16384, num_heads = 8, num_kv_heads = 1;
   int64_t head_dim = 256, vocab_size = 256000;
   bool scan = true;
+  // big_vision's default "none" keeps every activation; any other policy rematerialises each
+  // layer when training (models/remat.h), taken as "nothing_saveable": the numbers are the same.
+  std::string remat_policy = "none";
   double final_logits_softcap = 0, attn_logits_softcap = 0;
 };
 
@@ -72,6 +76,9 @@ GemmaConfig parse_config(const json& cfg) {
   set_int("head_dim", &c.head_dim);
   set_int("vocab_size", &c.vocab_size);
   if (cfg.contains("scan")) c.scan = cfg["scan"].get<bool>();
+  if (cfg.contains("remat_policy") && !cfg["remat_policy"].is_null()) {
+    c.remat_policy = cfg["remat_policy"].get<std::string>();
+  }
   if (cfg.contains("final_logits_softcap") && !cfg["final_logits_softcap"].is_null()) {
     c.final_logits_softcap = cfg["final_logits_softcap"].get<double>();
   }
@@ -248,11 +255,22 @@ at::Tensor stack(const json& cfg, const Params& params, at::Tensor x, const at::
   int64_t B = x.size(0), T = x.size(1), S = T + (cache ? cache->length : 0);
   BV_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && mask.size(2) == S,
            "gemma: mask must be [batch, length, ", S, "]");
+  bool remat = c.remat_policy != "none" && !cache && at::GradMode::is_enabled();
   for (int64_t i = 0; i < c.depth; ++i) {
-    LayerParams p{params, c, i};
-    at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c,
-                                 cache);
-    x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+    if (!remat) {
+      LayerParams p{params, c, i};
+      at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p,
+                                   c, cache);
+      x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+      continue;
+    }
+    // The same layer, owning what it reads: it runs again during the backward.
+    x = models::remat([params, c, i, positions, mask](const at::Tensor& x) {
+      LayerParams p{params, c, i};
+      at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p,
+                                   c, nullptr);
+      return h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+    }, x);
   }
   if (cache) cache->length += T;
   return rms_norm(x, param(params, "final_norm/scale", "gemma"));

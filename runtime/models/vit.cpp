@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "models/remat.h"
 #include "models/vit.h"
 
 namespace bv::models {
@@ -29,6 +30,9 @@ struct ViTConfig {
   std::string pool_type = "gap";
   bool head_zeroinit = true;
   bool scan = false;
+  // big_vision remats a scanned encoder's layers (policy "nothing_saveable" by default); "none"
+  // turns it off. Every other policy is taken as "nothing_saveable": the numbers are the same.
+  std::string remat_policy = "nothing_saveable";
   int64_t image_h = 224, image_w = 224;
   int64_t grid_h() const { return image_h / patch_h; }
   int64_t grid_w() const { return image_w / patch_w; }
@@ -113,6 +117,7 @@ ViTConfig parse_config(const json& cfg) {
   if (auto v = get("pool_type")) c.pool_type = v->get<std::string>();
   if (auto v = get("head_zeroinit")) c.head_zeroinit = v->get<bool>();
   if (auto v = get("scan")) c.scan = v->get<bool>();
+  if (auto v = get("remat_policy")) c.remat_policy = v->get<std::string>();
   if (auto v = get("image_size")) read_pair(*v, "image_size", &c.image_h, &c.image_w);
   if (c.mlp_dim == 0) c.mlp_dim = 4 * c.width;
   BV_CHECK(c.posemb == "learn" || c.posemb == "sincos2d", "vit: unknown posemb '", c.posemb,
@@ -157,7 +162,8 @@ void add_mlp(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64
 }
 
 EncoderConfig encoder_of(const ViTConfig& c) {
-  return {c.width, c.depth, c.mlp_dim, c.num_heads, c.dropout, c.scan};
+  return {c.width, c.depth, c.mlp_dim, c.num_heads, c.dropout, c.scan,
+          c.scan && c.remat_policy != "none"};
 }
 
 // One encoder block's parameters under `prefix`.
@@ -306,18 +312,25 @@ at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
 
 at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const std::string& name,
                            at::Tensor x, bool train, Output* out) {
+  bool remat = c.remat && train && at::GradMode::is_enabled();
+  BV_CHECK(!remat || c.dropout == 0, "vit: a scanned encoder rematerialises its layers, which "
+           "needs dropout 0 (got ", c.dropout, "); or set remat_policy='none'");
   for (int64_t i = 0; i < c.depth; ++i) {
-    Layer layer{params, c, name, i};
-    auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
-    auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
-    at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
-    y = attention(y, y, attn_p, c.num_heads);
-    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-    x = x + y;
-    y = layer_norm(x, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
-    y = mlp(y, mlp_p, c.dropout, train);
-    if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-    x = x + y;
+    // What the block reads is copied in: with remat it runs again during the backward.
+    auto block = [params, c, name, i, train](const at::Tensor& x) {
+      Layer layer{params, c, name, i};
+      auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
+      auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
+      at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
+      y = attention(y, y, attn_p, c.num_heads);
+      if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+      at::Tensor h = x + y;
+      y = layer_norm(h, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
+      y = mlp(y, mlp_p, c.dropout, train);
+      if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+      return h + y;
+    };
+    x = remat ? models::remat(block, x) : block(x);
     if (out) {
       char key[48];  // "encoder/block" + up to 20 digits
       std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));

@@ -13,6 +13,7 @@ struct EncoderConfig {
   int64_t width, depth, mlp_dim, num_heads;
   double dropout;
   bool scan;
+  bool remat = false;  // rematerialise each layer when training (models/remat.h)
 };
 
 // `name`/encoderblock_<i>/... (or the stacked `name`/encoderblock/... with scan) and

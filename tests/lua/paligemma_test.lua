@@ -26,6 +26,37 @@ T.test("token_nll and label smoothing follow big_vision's formula", function()
   T.raises(function() bv.train.token_nll(logits, bv.tensor({1, 2})) end, "must be [B, T, V] and [B, T]")
 end)
 
+T.test("remat (scanned ViT by default, Gemma's remat_policy) gives the same loss and gradients", function()
+  local function grads_of(img_remat, llm_remat)
+    local m = bv.models.build("proj.paligemma.paligemma", {
+      img = {variant = "mu/4", image_size = 8, scan = true, remat_policy = img_remat},
+      llm = {width = 32, depth = 2, mlp_dim = 48, num_heads = 4, num_kv_heads = 1, head_dim = 8,
+             vocab_size = 20, remat_policy = llm_remat}})
+    local p = m:init(0)
+    for name, t in pairs(p) do p[name] = bv.randn(t:shape(), bv.rng(#name)) * 0.3 end
+    local img = bv.randn({2, 8, 8, 3}, bv.rng(2))
+    local text = bv.tensor({{2, 5, 6, 7, 1, 0}, {2, 9, 3, 1, 0, 0}})
+    local mask_ar = bv.tensor({{0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}})
+    local mask_loss = bv.tensor({{0, 0, 1, 1, 1, 0}, {0, 0, 1, 1, 0, 0}})
+    return bv.train.lm_loss_and_grads(m.name, m.cfg_json, p, img, text, mask_ar, mask_loss,
+                                      {accum_steps = 2})
+  end
+  local l0, g0 = grads_of("none", "none")
+  local l1, g1 = grads_of("nothing_saveable", "nothing_saveable")
+  T.near(l1, l0, 1e-6)
+  local n = 0
+  for name, g in pairs(g0) do
+    T.truthy(g1[name] and g1[name]:allclose(g, 1e-5, 1e-6), "gradient of " .. name)
+    n = n + 1
+  end
+  T.truthy(n > 20, "compared " .. n .. " gradients")
+  T.raises(function()
+    local m = bv.models.build("vit", {variant = "mu/4", image_size = 8, num_classes = 2,
+                                      scan = true, dropout = 0.1})
+    bv.train.loss_and_grads("vit", m.cfg_json, m:init(0), bv.zeros({1, 8, 8, 3}), bv.ones({1, 2}))
+  end, "needs dropout 0")
+end)
+
 T.test("prefix-LM loss: only mask_loss positions of text[:, 1:] count, per example", function()
   local m, p = tiny()
   local img = bv.randn({2, 8, 8, 3}, bv.rng(2))

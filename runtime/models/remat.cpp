@@ -1,0 +1,73 @@
+#include "models/remat.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "core/compat.h"
+#include "models/model.h"
+
+namespace bv::models {
+
+namespace {
+
+// The backward of a rematerialised layer: inputs are the gradient of y; outputs the gradients
+// of x and of the anchor (none).
+struct RematBackward : torch::autograd::Node {
+  std::function<at::Tensor(const at::Tensor&)> layer;
+  at::Tensor x;  // the input, detached: what the forward kept
+  bool x_requires_grad = false;
+  ParamSource* source = nullptr;  // fsdp: the backward may run on autograd's device thread
+  std::optional<c10::ScalarType> autocast;
+  c10::DeviceType device = c10::DeviceType::CPU;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    ParamSourceScope scope(source);
+    std::unique_ptr<compat::AutocastGuard> low;
+    if (autocast) low = std::make_unique<compat::AutocastGuard>(device, *autocast);
+    at::AutoGradMode on(true);
+    at::Tensor xi = x.detach().requires_grad_(x_requires_grad);
+    at::Tensor y = layer(xi);
+    // Gradients reach the parameters' .grad (and fsdp's owners) through this inner backward.
+    torch::autograd::backward({y}, {grads[0]});
+    at::Tensor gx = x_requires_grad ? xi.grad() : at::Tensor();
+    layer = nullptr;  // the graph runs once: free what the closure holds
+    x = at::Tensor();
+    return {gx, at::Tensor()};
+  }
+};
+
+// An input that always requires grad, so the node is part of the graph even when x is not
+// (the first layer of a model whose input needs no gradient): its parameters still need theirs.
+const at::Tensor& anchor() {
+  static const at::Tensor a = at::zeros({}, at::kFloat).set_requires_grad(true);
+  return a;
+}
+
+}  // namespace
+
+at::Tensor remat(std::function<at::Tensor(const at::Tensor&)> layer, const at::Tensor& x) {
+  if (!at::GradMode::is_enabled()) return layer(x);
+  at::Tensor y;
+  {
+    at::NoGradGuard no_grad;
+    y = layer(x.detach());
+  }
+  auto node = std::shared_ptr<RematBackward>(new RematBackward(), torch::autograd::deleteNode);
+  node->x = x.detach();
+  node->x_requires_grad = x.requires_grad();
+  node->source = current_param_source();
+  node->device = x.device().type();
+  node->autocast = compat::autocast_dtype(node->device);
+  node->layer = std::move(layer);
+  node->set_next_edges(torch::autograd::collect_next_edges(x, anchor()));
+  torch::autograd::set_history(y, node);
+  return y;
+}
+
+}  // namespace bv::models
