@@ -33,7 +33,7 @@ return {
            pp = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")|keep("image", "labels")'},
   model_name = "vit", model = {variant = "mu/4", depth = 2, head_zeroinit = false, scan = false},
   optax_name = "big_vision.momentum_hp", optax = {dtype = "float32"}, lr = 0.1, wd = 1e-3,
-  grad_clip_norm = 0.5, schedule = {},
+  grad_clip_norm = 0.5, schedule = {}, accum_steps = 1,
   log_training_steps = 1, ckpt_steps = 4,
   sharding_strategy = {{".*", "replicate"}},
   evals = {train = {type = "classification", data = {name = "bv:jsonl", fname = "$TMP/train.jsonl",
@@ -62,13 +62,16 @@ train one_scan 1 $SCAN                          # layer stacks: fsdp splits them
 train fsdp_scan 2 "$FSDP" $SCAN
 train s2to1 2 "$FSDP" $SCAN --config.total_steps=4
 train s2to1 1 $SCAN
+train one_accum 1 --config.accum_steps=2         # micro-batches: fetched values are reused
+train fsdp_accum 2 "$FSDP" --config.accum_steps=2
 
 # Parameters and optimizer state against the 1-process run. float32 sums in another order differ
 # in the last bits; momentum_hp keeps its momentum in bfloat16, where such a difference can round
 # to the neighbouring bf16 value (a relative 2^-8). Measured: see the printed lines.
 "$BVLUA" -e "
 for _, pair in ipairs({{'rep', 'one'}, {'fsdp', 'one'}, {'a2to1', 'one'}, {'a1to2', 'one'},
-                      {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}, {'s2to1', 'one_scan'}}) do
+                      {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}, {'s2to1', 'one_scan'},
+                      {'fsdp_accum', 'one_accum'}}) do
   local w, ref = pair[1], bv.ckpt.load('$TMP/' .. pair[2])
   assert(ref.step == 8, 'the 1-process run ended at step ' .. ref.step)
   local ck = bv.ckpt.load('$TMP/' .. w)
