@@ -43,6 +43,38 @@ T.test("errors name the argument", function()
   T.raises(function() bv.dist.launch({"/bin/true"}, 0) end, "nproc")
 end)
 
+T.test("fsdp in one process: placeholders resolve to the parts, gradients reach them", function()
+  local g = bv.dist.init{backend = "gloo", timeout = 5}
+  local m = bv.models.build("vit", {variant = "mu/4", depth = 2, image_size = 8, num_classes = 3,
+                                    scan = true, head_zeroinit = false})
+  local p = m:init(0)
+  local x, y = bv.randn({2, 8, 8, 3}, bv.rng(1)), bv.tensor({{1.0, 0, 0}, {0, 1.0, 0}})
+  local loss0, grads0 = bv.train.loss_and_grads(m.name, m.cfg_json, p, x, y)
+  local stack = "Transformer/encoderblock/MlpBlock_0/Dense_0/kernel"
+  local fs = bv.dist.fsdp(g, {{name = stack, value = p[stack], owners = {0, 0}},
+                              {name = "head/kernel", value = p["head/kernel"], owners = {0}}})
+  local held = {}
+  for k, v in pairs(p) do held[k] = v end
+  held[stack], held["head/kernel"] = fs:placeholder(stack), fs:placeholder("head/kernel")
+  T.truthy(fs:part(stack):equal(p[stack]), "one process owns all of it")
+  local loss1, grads1 = fs:run(bv.train.loss_and_grads, m.name, m.cfg_json, held, x, y)
+  T.near(loss1, loss0, 1e-6)
+  local mine = fs:take_grads()
+  T.truthy(mine[stack]:allclose(grads0[stack], 1e-5, 1e-7), "the stack's gradient")
+  T.truthy(mine["head/kernel"]:allclose(grads0["head/kernel"], 1e-5, 1e-7), "the head's gradient")
+  T.eq(grads1[stack], nil)  -- the placeholder itself gets none
+  T.truthy(fs:gather(stack):equal(p[stack]), "gather")
+  T.eq(next(fs:take_grads()), nil)  -- taken: the next step starts from none
+  -- Outside run(), a placeholder is what it is: zeros of the right shape.
+  T.eq(held[stack]:abs():max():item(), 0)
+  T.raises(function() fs:placeholder("w") end, "no sharded parameter named 'w'")
+  T.raises(function() bv.dist.fsdp(g, {{name = "w", value = bv.zeros({2}), owners = {1}}}) end,
+           "owner 1 of 'w' is not a rank")
+  T.raises(function() bv.dist.fsdp(g, {{name = "w", value = bv.zeros({2, 3}), owners = {0, 0, 0}}}) end,
+           "needs one owner or one per row of dim 0")
+  T.raises(function() bv.dist.fsdp(g, {{name = "w", owners = {0}}}) end, "'w' has no value tensor")
+end)
+
 T.test("launch runs a command as N ranks and returns its exit code", function()
   T.eq(bv.dist.launch({"/bin/sh", "-c", "exit 0"}, 2, {grace = 1}), 0)
   T.eq(bv.dist.launch({"/bin/sh", "-c", '[ "$RANK" = 1 ] && exit 5; exit 0'}, 2, {grace = 1}), 5)
