@@ -213,6 +213,15 @@ at::Tensor feed_forward(const at::Tensor& x, const LayerParams& p) {
   return at::matmul(gate, p("mlp/linear"));
 }
 
+// Layer i: x + attention(norm(x)), then + feed_forward(norm(...)).
+at::Tensor layer_forward(const Params& params, const GemmaConfig& c, int64_t i, const at::Tensor& x,
+                         const at::Tensor& positions, const at::Tensor& mask, gemma::Cache* cache) {
+  LayerParams p{params, c, i};
+  at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c,
+                               cache);
+  return h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
+}
+
 // inputs: tokens [B, T] (int), then optionally a bool attention mask [B, T, T] (default causal)
 // and positions [B, T] (default 0..T-1).
 Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
@@ -257,20 +266,14 @@ at::Tensor stack(const json& cfg, const Params& params, at::Tensor x, const at::
            "gemma: mask must be [batch, length, ", S, "]");
   bool remat = c.remat_policy != "none" && !cache && at::GradMode::is_enabled();
   for (int64_t i = 0; i < c.depth; ++i) {
-    if (!remat) {
-      LayerParams p{params, c, i};
-      at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p,
-                                   c, cache);
-      x = h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
-      continue;
+    if (remat) {
+      // The layer runs again during the backward: it owns copies of what it reads.
+      x = models::remat([params, c, i, positions, mask](const at::Tensor& h) {
+        return layer_forward(params, c, i, h, positions, mask, nullptr);
+      }, x);
+    } else {
+      x = layer_forward(params, c, i, x, positions, mask, cache);
     }
-    // The same layer, owning what it reads: it runs again during the backward.
-    x = models::remat([params, c, i, positions, mask](const at::Tensor& x) {
-      LayerParams p{params, c, i};
-      at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p,
-                                   c, nullptr);
-      return h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
-    }, x);
   }
   if (cache) cache->length += T;
   return rms_norm(x, param(params, "final_norm/scale", "gemma"));

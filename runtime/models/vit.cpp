@@ -310,27 +310,36 @@ at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
 
 }  // namespace
 
+// Encoder block i: x -> x + attention(norm(x)) -> ... + mlp(norm(...)).
+at::Tensor encoder_block(const Params& params, const EncoderConfig& c, const std::string& name,
+                         int64_t i, bool train, const at::Tensor& x) {
+  Layer layer{params, c, name, i};
+  auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
+  auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
+  at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
+  y = attention(y, y, attn_p, c.num_heads);
+  if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+  at::Tensor h = x + y;
+  y = layer_norm(h, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
+  y = mlp(y, mlp_p, c.dropout, train);
+  if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
+  return h + y;
+}
+
 at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const std::string& name,
                            at::Tensor x, bool train, Output* out) {
   bool remat = c.remat && train && at::GradMode::is_enabled();
   BV_CHECK(!remat || c.dropout == 0, "vit: a scanned encoder rematerialises its layers, which "
            "needs dropout 0 (got ", c.dropout, "); or set remat_policy='none'");
   for (int64_t i = 0; i < c.depth; ++i) {
-    // What the block reads is copied in: with remat it runs again during the backward.
-    auto block = [params, c, name, i, train](const at::Tensor& x) {
-      Layer layer{params, c, name, i};
-      auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
-      auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
-      at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
-      y = attention(y, y, attn_p, c.num_heads);
-      if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-      at::Tensor h = x + y;
-      y = layer_norm(h, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
-      y = mlp(y, mlp_p, c.dropout, train);
-      if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
-      return h + y;
-    };
-    x = remat ? models::remat(block, x) : block(x);
+    if (remat) {
+      // The block runs again during the backward: it owns copies of what it reads.
+      x = models::remat([params, c, name, i](const at::Tensor& h) {
+        return encoder_block(params, c, name, i, /*train=*/true, h);
+      }, x);
+    } else {
+      x = encoder_block(params, c, name, i, train, x);
+    }
     if (out) {
       char key[48];  // "encoder/block" + up to 20 digits
       std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
