@@ -146,12 +146,14 @@ function M.debug_repl(failure, state, cfg, workdir)
   io.stderr:write("bvlua train: ", failure.traceback, "\n")
   io.stderr:flush()
   local globals = {config = state.config or cfg, model = state.model, params = state.params,
-                   opt = state.opt, batch = state.batch, step = state.step, err = failure.message}
+                   parts = state.parts, opt = state.opt, batch = state.batch, step = state.step,
+                   err = failure.message}
   local ok, run = pcall(function() return require("bv.inspect").run(workdir) end)
   if ok then globals.run = run end
   require("bv.repl").start({globals = globals, banner = "--debug: the training failed at step "
     .. tostring(state.step) .. ": " .. failure.message
-    .. "\nglobals: config, model, params, opt, batch, step, err, run; Ctrl-D exits (code 1)"})
+    .. "\nglobals: config, model, params, parts (fsdp: this rank's), opt, batch, step, err, run;"
+    .. " Ctrl-D exits (code 1)"})
 end
 
 return M

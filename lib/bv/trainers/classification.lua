@@ -20,7 +20,7 @@ local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge en
 -- run = {config_file = "configs/x.lua:arg" (data workers load it for inline ops),
 --        group = a bv.dist group when several processes train together (bv.sharding),
 --        stop_after = N (optional: checkpoint and return after step N, as if stopped)}
--- The trainer keeps run.state = {config, model, params, opt, batch, step} current, so that
+-- The trainer keeps run.state = {config, model, params, parts, opt, batch, step} current, so that
 -- `bvlua train --debug` can show them in a REPL when a step fails.
 return function(config, workdir, run)
   run = run or {}
@@ -136,7 +136,9 @@ return function(config, workdir, run)
                      mixup_p = config.mixup and config.mixup.p, rng = rng,
                      autocast = config.autocast}  -- "bfloat16": mixed precision forward
   local last_checked = first_step
-  run.state = {config = config, model = model, params = params, opt = opt, step = first_step}
+  -- Under fsdp, params holds placeholders (zeros); parts is what this rank keeps and updates.
+  run.state = {config = config, model = model, params = params, opt = opt, step = first_step,
+               parts = shard:opt_params(params)}
 
   for step = first_step + 1, total_steps do
     mw:step_start(step)

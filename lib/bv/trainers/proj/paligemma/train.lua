@@ -126,7 +126,9 @@ return function(config, workdir, run)
   local step_opts = {label_smoothing = config.label_smoothing or 0,
                      accum_steps = config.accum_steps, autocast = config.autocast}
   local last_checked = first_step
-  run.state = {config = config, model = model, params = params, opt = opt, step = first_step}
+  -- Under fsdp, params holds placeholders (zeros); parts is what this rank keeps and updates.
+  run.state = {config = config, model = model, params = params, opt = opt, step = first_step,
+               parts = shard:opt_params(params)}
 
   for step = first_step + 1, total_steps do
     mw:step_start(step)
