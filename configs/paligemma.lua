@@ -17,6 +17,9 @@
 -- parameters: 11.7 GB of parameters, 11.7 GB of gradients, and for Adafactor's factored state
 -- about 5.9 GB more (its momentum in bf16) -- about 30 GB before activations, so full fine-tuning
 -- wants an 80 GB GPU or freeze_vit/freeze_llm (frozen parts get no gradients and no state).
+-- With N GPUs (--nproc N or torchrun) the fsdp strategy below keeps about 1/N of the parameters,
+-- gradients and state on each; set model.llm.remat_policy = "nothing_saveable" so that a Gemma
+-- layer's parameters are whole only while it runs (the scanned ViT rematerialises by default).
 -- config.autocast = "bfloat16" runs the forward's matmuls in bf16; parameters stay fp32.
 local config = require "bv.config"
 
@@ -92,8 +95,9 @@ local function get_config(arg)
   c.model = {img = {variant = "So400m/14", pool_type = "none", scan = true},
              llm = {variant = "gemma_2b", vocab_size = 257152, dropout = 0}}
   c.model_init = arg.model_init
-  -- big_vision's FSDP setup for PaliGemma (bvlua: optimizer state sharded by owner, see
-  -- README "Several processes"); one process is the same as replicate.
+  -- big_vision's FSDP setup for PaliGemma: parameters, gradients and optimizer state sharded
+  -- over the processes, the scanned stacks a layer per unit (README "Several processes"); one
+  -- process is the same as replicate.
   c.mesh = {{"data", -1}}
   c.sharding_strategy = {{".*", 'fsdp(axis="data")'}}
   c.sharding_rules = {{"act_batch", {"data"}}}
