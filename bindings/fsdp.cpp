@@ -115,16 +115,6 @@ int fsdp_gather(lua_State* L) {
   return 1;
 }
 
-int fsdp_names(lua_State* L) {
-  auto names = check_fsdp(L, 1).names();
-  lua_createtable(L, static_cast<int>(names.size()), 0);
-  for (size_t i = 0; i < names.size(); ++i) {
-    lua_pushstring(L, names[i].c_str());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
-  return 1;
-}
-
 }  // namespace
 
 // Adds bv.dist.fsdp; the `dist` table is at the top of the stack.
@@ -135,7 +125,6 @@ void open_fsdp(lua_State* L) {
       BV_FN("run", fsdp_run),
       BV_FN("take_grads", fsdp_take_grads),
       BV_FN("gather", fsdp_gather),
-      BV_FN("names", fsdp_names),
       {nullptr, nullptr},
   };
   luaL_newmetatable(L, kFsdpMeta);

@@ -21,12 +21,12 @@
 -- one) or, for a scanned stack whose optimizer treats layers independently, one layer.
 --
 --   local S = sharding.new(config, group)            -- group: bv.dist.init(...) or nil
---   S:plan(model:param_shapes(), frozen, rows_ok)     -- decides the owners
---   opt = bv.optim.new(cfg_json, S:opt_shapes(), S:opt_ctx{total_steps = ...})
+--   local opt, full_spec = sharding.make_optimizer(S, cfg_json, model:param_shapes(), sched)
+--                                                     -- S:plan, then this rank's optimizer
 --   params = S:hold(params)                           -- fsdp: keeps this rank's parts
 --   loss, grads = S:gradients(params, function(p) return bv.train.loss_and_grads(..., p, ...) end)
 --   opt:update(S:opt_params(params), grads); S:sync_params(params)
---   S:full_params(params), S:full_opt_state(opt)       -- whole values (collective)
+--   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
 local M = {}
 
 local Sharding = {}
@@ -437,21 +437,6 @@ function Sharding:local_opt_state(opt, full)
     out[s.name] = t
   end
   return out
-end
-
--- frozen(name) -> bool from config.schedule (big_vision: the first matching entry decides; a
--- null/false schedule freezes), without building an optimizer.
-function M.frozen_fn(config)
-  local sched = config.schedule
-  if type(sched) ~= "table" or sched[1] == nil or type(sched[1]) ~= "table" then
-    return function() return false end
-  end
-  return function(name)
-    for _, e in ipairs(sched) do
-      if bv.fullmatch(e[1], name) then return not e[2] or e[2] == bv.null end
-    end
-    return false
-  end
 end
 
 -- Plans `shard` for the model's `shapes` and builds this rank's optimizer (bv.optim.new over

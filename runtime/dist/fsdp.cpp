@@ -118,12 +118,6 @@ const FsdpParams::Param& FsdpParams::find(const std::string& name) const {
   return const_cast<FsdpParams*>(this)->find(name);
 }
 
-std::vector<std::string> FsdpParams::names() const {
-  std::vector<std::string> out;
-  for (const auto& p : params_) out.push_back(p.name);
-  return out;
-}
-
 at::Tensor FsdpParams::placeholder(const std::string& name) const { return find(name).placeholder; }
 at::Tensor FsdpParams::local(const std::string& name) const { return find(name).local; }
 

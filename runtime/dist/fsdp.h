@@ -36,7 +36,6 @@ class FsdpParams : public models::ParamSource {
  public:
   FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs);
 
-  std::vector<std::string> names() const;
   // What the model's Params hold for `name`.
   at::Tensor placeholder(const std::string& name) const;
   // This process's part of `name`: the whole tensor, the rows it owns stacked ([k, ...]) for a

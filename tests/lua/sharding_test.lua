@@ -83,13 +83,6 @@ T.test("replicate, or a single process: every rank updates everything", function
   T.eq(one:gather_strings("x"), {"x"})
 end)
 
-T.test("frozen_fn follows config.schedule: the first match decides, null/false freezes", function()
-  local f = sharding.frozen_fn({schedule = {{"img/.*", false}, {".*", {decay_type = "cosine"}}}})
-  T.truthy(f("img/head/kernel"), "img frozen")
-  T.truthy(not f("llm/x"), "llm trains")
-  T.truthy(not sharding.frozen_fn({schedule = {decay_type = "cosine"}})("img/x"), "one schedule")
-end)
-
 T.test("bad mesh, strategy or rules name themselves", function()
   T.raises(function() sharding.new({mesh = {{"model", 2}}}, nil) end, "1-D data mesh")
   T.raises(function() sharding.new({mesh = {{"data", 4}}}, nil) end, "the run has 1 processes")
