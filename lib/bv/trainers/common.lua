@@ -58,6 +58,30 @@ function M.evaluations(t)
   return evals, run_eval
 end
 
+-- The end of training step `step`, the same in every trainer: a checkpoint when one is due or a
+-- stop was asked for (on any rank), then the evaluators that are due. Returns {stopped = step}
+-- when the run must end here (the trainer returns it), else nil.
+-- t = {shard, run, mw, progress, note, save(step, keep), evals, run_eval, total_steps,
+--      ckpt_every, keep_every}.
+function M.end_of_step(t, step, params)
+  local stop = t.shard:stop_requested() or (t.run.stop_after == step and "stop_after")
+  local keep = bv.optim.itstime(step, t.keep_every, t.total_steps, {first = false})
+  if stop or keep or bv.optim.itstime(step, t.ckpt_every, t.total_steps) then t.save(step, keep) end
+  if stop then
+    t.mw:step_end()
+    t.mw:close()
+    t.progress:finish()
+    t.note(string.format("%s received: saved a checkpoint at step %d and stopped", stop, step))
+    return {stopped = step}
+  end
+  for _, e in ipairs(t.evals) do
+    if bv.optim.itstime(step, e.log_steps or 0, t.total_steps, {first = false}) then
+      t.run_eval(e, params, step)
+    end
+  end
+  t.mw:step_end()
+end
+
 -- Bytes of parameters and of optimizer state that rank 0 holds and that all ranks hold
 -- together (fsdp: about 1/world each; zero1: the optimizer state only).
 function M.measure_memory(mw, shard, params, opt)

@@ -123,6 +123,9 @@ return function(config, workdir, run)
   local ckpt_every = steps("ckpt", config, ntrain, batch_size, total_steps, 0)
   local keep_every = steps("keep_ckpt", config, ntrain, batch_size, total_steps, 0)
   if keep_every == 0 and ckpt_every > 0 then keep_every = total_steps end
+  local step_end = {shard = shard, run = run, mw = mw, progress = progress, note = note,
+                    save = save, evals = evals, run_eval = run_eval, total_steps = total_steps,
+                    ckpt_every = ckpt_every, keep_every = keep_every}
   local step_opts = {label_smoothing = config.label_smoothing or 0,
                      accum_steps = config.accum_steps, autocast = config.autocast}
   local last_checked = first_step
@@ -171,23 +174,8 @@ return function(config, workdir, run)
       progress:step(step, {loss = loss, img_per_sec = chrono.img_per_sec, eta = chrono.eta})
     end
 
-    local stop = shard:stop_requested() or (run.stop_after == step and "stop_after")
-    local keep = bv.optim.itstime(step, keep_every, total_steps, {first = false})
-    if stop or keep or bv.optim.itstime(step, ckpt_every, total_steps) then save(step, keep) end
-    if stop then
-      mw:step_end()
-      mw:close()
-      progress:finish()
-      note(string.format("%s received: saved a checkpoint at step %d and stopped", stop, step))
-      return {stopped = step}
-    end
-
-    for _, e in ipairs(evals) do
-      if bv.optim.itstime(step, e.log_steps or 0, total_steps, {first = false}) then
-        run_eval(e, params, step)
-      end
-    end
-    mw:step_end()
+    local stopped = common.end_of_step(step_end, step, params)  -- checkpoint, stop, evals
+    if stopped then return stopped end
   end
   mw:close()
   progress:finish()
