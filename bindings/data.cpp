@@ -267,7 +267,7 @@ int source_gc(lua_State* L) {
 struct WorkerSetup {
   std::string lib_dir;
   std::string config;               // "path.lua:args" loaded for its side effects, or ""
-  std::vector<std::string> requires;
+  std::vector<std::string> modules;  // the config's `requires`
   std::vector<std::string> pp;      // one pp string per source
   std::vector<SourcePtr> sources;
   uint64_t seed = 0;
@@ -307,7 +307,7 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
     run_or_throw(L, 1, 0, "loading the config '" + setup->config + "' in a data worker");
     lua_pop(L, 2);
   }
-  for (const auto& mod : setup->requires) {
+  for (const auto& mod : setup->modules) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod.c_str());
     run_or_throw(L, 1, 0, "require '" + mod + "' in a data worker");
@@ -388,7 +388,7 @@ int data_pipeline(lua_State* L) {
   auto setup = std::make_shared<WorkerSetup>();
   setup->lib_dir = current_lib_dir();
   setup->config = opt_string_field(L, 1, "config", "");
-  setup->requires = string_list_field(L, 1, "requires");
+  setup->modules = string_list_field(L, 1, "requires");
   setup->pp = string_list_field(L, 1, "pp");
   setup->seed = static_cast<uint64_t>(opt_int_field(L, 1, "seed", 0));
   if (bool_field(L, 1, "cache_raw", false)) setup->cache = std::make_shared<FileCache>();

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "dist/dist.h"
 #include "dist/launch.h"
 #include "lua_util.h"
 #include "repl.h"
@@ -30,7 +31,8 @@ const char* kUsage =
     "\n"
     "options:\n"
     "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores)\n"
-    "  --version     print the versions of bvlua and libtorch, and whether CUDA is available\n"
+    "  --version     print the versions of bvlua and libtorch, whether CUDA and NCCL are compiled\n"
+    "                in and whether a GPU is available now\n"
     "  -h, --help    this text; `bvlua COMMAND --help` for a command\n";
 
 int usage_error(const std::string& msg) {
@@ -161,10 +163,23 @@ int run_launch(const std::vector<std::string>& rest, const std::string& threads_
 }
 
 void print_version() {
-  std::printf("bvlua %s\nlibtorch %s\ncuda %s", BV_VERSION, bv::torch_version().c_str(),
-              bv::cuda_available() ? "available" : "not available");
-  if (bv::cuda_available()) std::printf(" (%d devices)", bv::cuda_device_count());
-  std::printf("\n");
+  std::printf("bvlua %s\nlibtorch %s\n", BV_VERSION, bv::torch_version().c_str());
+  if (bv::cuda_compiled()) {
+    std::printf("cuda %s: compiled in; ", bv::cuda_runtime_version().c_str());
+    if (bv::cuda_available()) {
+      std::printf("%d GPU(s) available\n", bv::cuda_device_count());
+    } else {
+      std::printf("no GPU available\n");
+    }
+  } else {
+    std::printf("cuda: not compiled in (a CPU-only build)\n");
+  }
+  std::string nccl = bv::nccl_version();
+  if (nccl.empty()) {
+    std::printf("nccl: not compiled in\n");
+  } else {
+    std::printf("nccl %s: compiled in\n", nccl.c_str());
+  }
 }
 
 }  // namespace

@@ -73,6 +73,20 @@ function M.raises(fn, pattern)
   return msg
 end
 
+-- The Python with the torch wheel and numpy that scripts/setup installs: $BV_PYTHON (CTest sets
+-- it), else the venv in the working directory (tests run from the source root). A missing one is
+-- an error with the remedy, never a skip.
+function M.python(modules)
+  local py = os.getenv("BV_PYTHON")
+  if not py or py == "" then py = ".venv/bin/python" end
+  local check = string.format("%s -c 'import %s' 2>/dev/null", py, modules or "numpy")
+  if os.execute(check) ~= true then
+    error(string.format("the tests need %s with %s in %s: run scripts/setup (it makes .venv/), " ..
+                        "or set BV_PYTHON", modules or "numpy", modules and "them" or "it", py), 2)
+  end
+  return py
+end
+
 -- Runs every registered case; `filter` (optional) is a substring of the names to run.
 function M.run(filter)
   local passed, failed = 0, 0

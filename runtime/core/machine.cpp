@@ -2,17 +2,33 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <thread>
 
-#include "core/compat.h"
 #include "core/error.h"
 
 namespace bv {
 
-std::string torch_version() { return compat::torch_version(); }
+std::string torch_version() { return TORCH_VERSION; }
 
-bool cuda_available() { return at::hasCUDA(); }
+bool cuda_compiled() {
+#if defined(BV_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_runtime_version() {
+  if (!cuda_compiled()) return "";
+  // libtorch_cuda's CUDART_VERSION, e.g. 13020 for 13.2 (not the local toolkit's).
+  long v = at::detail::getCUDAHooks().versionCUDART();
+  return str(v / 1000, ".", (v % 1000) / 10);
+}
+
+bool cuda_available() { return cuda_compiled() && at::hasCUDA(); }
 
 int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0; }
 

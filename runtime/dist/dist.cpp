@@ -12,9 +12,22 @@
 #include <sstream>
 #include <thread>
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(USE_C10D_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 #include "core/error.h"
 #include "core/machine.h"
-#include "dist/c10d_compat.h"
+
+#if !defined(USE_C10D_GLOO)
+#error "runtime/dist needs -DUSE_C10D_GLOO (CMakeLists.txt sets it on this file)"
+#endif
 
 namespace bv {
 
@@ -36,6 +49,63 @@ int parse_env_int(const char* name, const std::string& text, int lo, int hi) {
 const char* env_or_null(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? v : nullptr;
+}
+
+// The object that runs collectives: c10d's Backend (a ProcessGroup holds one per device type
+// and adds a dispatcher layer we do not need; the Backend has the same collectives).
+using Comm = ::c10d::Backend;
+
+#if defined(USE_C10D_NCCL)
+constexpr bool kHasNccl = true;
+#else
+constexpr bool kHasNccl = false;
+#endif
+
+// A TCPStore: the server (on rank 0) or a client of host:port. Multi-tenant, as torch's own
+// rendezvous makes it, so a second group in the same process can share the server.
+c10::intrusive_ptr<::c10d::Store> make_tcp_store(const std::string& host, int port, bool is_server,
+                                                 Millis timeout) {
+  ::c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = is_server;
+  opts.waitWorkers = false;  // the process group's own rendezvous waits for everyone
+  opts.timeout = timeout;
+  opts.multiTenant = true;
+  return c10::make_intrusive<::c10d::TCPStore>(host, opts);
+}
+
+// The Gloo transport device: an interface named by GLOO_SOCKET_IFNAME (as torch does), the
+// loopback address when the master is local (a hostname that resolves to an unreachable address
+// must not break single-machine runs), else the address this host's name resolves to.
+std::shared_ptr<::gloo::transport::Device> make_gloo_device(const std::string& ifname,
+                                                            bool loopback) {
+  if (!ifname.empty()) return ::c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (loopback) return ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return ::c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+// A Gloo group. `timeout` bounds the rendezvous and every collective.
+c10::intrusive_ptr<Comm> make_gloo(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                   int size, Millis timeout,
+                                   std::shared_ptr<::gloo::transport::Device> device) {
+  auto opts = ::c10d::ProcessGroupGloo::Options::create(timeout);
+  opts->devices.push_back(std::move(device));
+  return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+// An NCCL group on CUDA device `device_index` (made current first: NCCL binds its communicator
+// to the current device). Untested here: no GPU on our machines.
+c10::intrusive_ptr<Comm> make_nccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                   int size, Millis timeout, int device_index) {
+#if defined(USE_C10D_NCCL)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  auto opts = ::c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = timeout;
+  return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, opts);
+#else
+  (void)store, (void)rank, (void)size, (void)timeout, (void)device_index;
+  return {};  // not reached: resolve_backend checks kHasNccl first
+#endif
 }
 
 struct Peer {
@@ -74,7 +144,7 @@ struct DistGroup {
   double timeout_s = 0;
   Millis timeout{0};
   c10::intrusive_ptr<::c10d::Store> store;
-  c10::intrusive_ptr<c10d_compat::Comm> comm;  // null for a single process
+  c10::intrusive_ptr<Comm> comm;  // null for a single process
   std::string host;
   std::vector<Peer> peers;  // by rank; filled at init
 };
@@ -204,13 +274,14 @@ at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* o
 std::string resolve_backend(const std::string& backend) {
   BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist.init: backend '",
            backend, "' is not one of 'gloo', 'nccl', 'auto'");
-  if (backend == "auto") return c10d_compat::kHasNccl && cuda_available() ? "nccl" : "gloo";
+  if (backend == "auto") return kHasNccl && cuda_available() ? "nccl" : "gloo";
   if (backend == "nccl") {
-    BV_CHECK(c10d_compat::kHasNccl, "dist.init: backend 'nccl' is not available: this bvlua was "
-             "built against a libtorch without NCCL (Debian's libtorch is CPU-only); use 'gloo' "
-             "or rebuild with a CUDA libtorch");
-    BV_CHECK(cuda_available(), "dist.init: backend 'nccl' needs CUDA, and no CUDA device is "
-             "available");
+    BV_CHECK(kHasNccl, "dist.init: backend 'nccl' is not compiled into this bvlua (a CPU-only "
+             "build: -DBV_CUDA=OFF, a CPU wheel or no CUDA toolkit); use --backend gloo, or "
+             "rebuild with CUDA (scripts/setup)");
+    BV_CHECK(cuda_available(), "dist.init: backend 'nccl' needs a CUDA GPU, and none is "
+             "available on ", hostname(), " (libtorch sees 0 devices); use --backend gloo to train "
+             "on the CPU");
   }
   return backend;
 }
@@ -222,11 +293,11 @@ bool is_loopback(const std::string& addr) {
 c10::intrusive_ptr<::c10d::Store> connect_store(const DistEnv& env, Millis timeout) {
   if (env.agent_store) {
     // torchrun's agent hosts the store; its workers share one prefix per restart attempt.
-    auto store = c10d_compat::make_tcp_store(env.master_addr, env.master_port, false, timeout);
-    return c10d_compat::make_prefix_store("/worker/attempt_" + std::to_string(env.restart_count),
+    auto store = make_tcp_store(env.master_addr, env.master_port, false, timeout);
+    return c10::make_intrusive<::c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count),
                                           store);
   }
-  return c10d_compat::make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
+  return make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
 }
 
 std::string store_get(::c10d::Store& store, const std::string& key) {
@@ -297,7 +368,7 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
   g->timeout = Millis(static_cast<int64_t>(timeout_s * 1000));
   g->host = hostname();
   if (env.world_size == 1) {
-    g->store = c10d_compat::make_hash_store();
+    g->store = c10::make_intrusive<::c10d::HashStore>();
     g->store->setTimeout(g->timeout);
     g->peers = {Peer{g->host, static_cast<long>(::getpid())}};
     return g;
@@ -314,13 +385,13 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
   try {
     if (g->backend == "nccl") {
       int devices = cuda_device_count();
-      g->comm = c10d_compat::make_nccl(g->store, env.rank, env.world_size, g->timeout,
+      g->comm = make_nccl(g->store, env.rank, env.world_size, g->timeout,
                                        devices > 0 ? env.local_rank % devices : 0);
     } else {
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      auto device = c10d_compat::make_gloo_device(ifname ? ifname : "",
+      auto device = make_gloo_device(ifname ? ifname : "",
                                                   is_loopback(env.master_addr));
-      g->comm = c10d_compat::make_gloo(g->store, env.rank, env.world_size, g->timeout, device);
+      g->comm = make_gloo(g->store, env.rank, env.world_size, g->timeout, device);
     }
     exchange_peers(*g);
   } catch (const std::exception& e) {
@@ -409,6 +480,14 @@ std::string dist_store_get(DistGroup& g, const std::string& key) {
   } catch (const std::exception& e) {
     fail_collective(g, "get('" + key + "')", e.what());
   }
+}
+
+std::string nccl_version() {
+#if defined(USE_C10D_NCCL)
+  return ::c10d::getNcclVersion();  // the NCCL library loaded, not the header's
+#else
+  return "";
+#endif
 }
 
 }  // namespace bv

@@ -3,7 +3,7 @@
 // needs. Every collective is bounded by the group's timeout, and a failure names the collective,
 // our rank and, when it can be found out, the rank that was lost.
 //
-// The c10d headers stay in dist.cpp / c10d_compat.h: this header is cheap to include.
+// The c10d headers stay in dist.cpp: this header is cheap to include.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -57,6 +57,9 @@ void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
 void dist_barrier(DistGroup& g);
+
+// The version of the NCCL library that c10d uses ("2.30.7"), or "" when NCCL is not compiled in.
+std::string nccl_version();
 
 // The group's key-value store, for small things (a stop flag, host names). get waits for the
 // key up to the group timeout. Keys live under "user/" so they cannot clash with ours.

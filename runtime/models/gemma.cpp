@@ -5,6 +5,7 @@
 // Parameters are big_vision's, scanned by default (`layers/...` with a leading depth axis) or
 // per layer with scan=false (`layers/<i>/...`). Gemma 2's post-norms are not built yet.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>

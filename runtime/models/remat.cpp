@@ -9,7 +9,7 @@
 #include <optional>
 #include <utility>
 
-#include "core/compat.h"
+#include "core/autocast.h"
 #include "models/model.h"
 
 namespace bv::models {
@@ -28,8 +28,8 @@ struct RematBackward : torch::autograd::Node {
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     ParamSourceScope scope(source);
-    std::unique_ptr<compat::AutocastGuard> low;
-    if (autocast) low = std::make_unique<compat::AutocastGuard>(device, *autocast);
+    std::unique_ptr<AutocastGuard> low;
+    if (autocast) low = std::make_unique<AutocastGuard>(device, *autocast);
     at::AutoGradMode on(true);
     at::Tensor xi = x.detach().requires_grad_(x_requires_grad);
     at::Tensor y = layer(xi);
@@ -58,12 +58,12 @@ at::Tensor remat(std::function<at::Tensor(const at::Tensor&)> layer, const at::T
     at::NoGradGuard no_grad;
     y = layer(x.detach());
   }
-  auto node = std::shared_ptr<RematBackward>(new RematBackward(), torch::autograd::deleteNode);
+  auto node = c10::make_intrusive<RematBackward>();
   node->x = x.detach();
   node->x_requires_grad = x.requires_grad();
   node->source = current_param_source();
   node->device = x.device().type();
-  node->autocast = compat::autocast_dtype(node->device);
+  node->autocast = autocast_dtype(node->device);
   node->layer = std::move(layer);
   node->set_next_edges(torch::autograd::collect_next_edges(x, anchor()));
   torch::autograd::set_history(y, node);

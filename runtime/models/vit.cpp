@@ -4,6 +4,7 @@
 // The config keys are big_vision's (variant "B/16", pool_type, posemb, rep_size, ...), plus
 // `image_size` (default 224): big_vision reads it from the first batch when it initialises.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>

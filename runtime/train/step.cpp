@@ -6,7 +6,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/compat.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/tensor_util.h"
 
@@ -75,8 +75,8 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
   for (int64_t i = 0; i < opts.accum_steps; ++i) {
     at::Tensor logits;
     {
-      std::unique_ptr<compat::AutocastGuard> autocast;
-      if (low) autocast = std::make_unique<compat::AutocastGuard>(params.begin()->second.device().type(), *low);
+      std::unique_ptr<AutocastGuard> autocast;
+      if (low) autocast = std::make_unique<AutocastGuard>(params.begin()->second.device().type(), *low);
       logits = forward(i * micro, micro).to(at::kFloat);
     }
     at::Tensor loss = loss_of(logits, i * micro, micro) / opts.accum_steps;

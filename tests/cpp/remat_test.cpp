@@ -1,6 +1,7 @@
 // models::remat: the layer runs again in the backward, and the gradients (of the input and of
 // the parameters it closes over) are those of running it plainly.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <catch2/catch.hpp>
 
 #include "models/remat.h"

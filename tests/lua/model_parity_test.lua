@@ -1,17 +1,13 @@
 -- Numerical parity: tiny ViT, BiT and Gemma forward passes against independent PyTorch
--- implementations (tests/reference/*.py, Debian's python3-torch) fed the same npz, within
+-- implementations (tests/reference/*.py, on the torch wheel in .venv) fed the same npz, within
 -- 1e-5 relative error in float32 (bvlua) against float64 (the reference).
 local T = require "bv.testing"
 local json = require "bv.json"
 
-local PY = "/usr/bin/python3"
+local PY = T.python("numpy, torch")
 local tmp = os.tmpname()
 os.remove(tmp)
 bv.fs.mkdirs(tmp)
-
-local function have_torch()
-  return os.execute(PY .. " -c 'import numpy, torch' 2>/dev/null") == true
-end
 
 -- Every parameter replaced by random values, so zero-initialised heads and norms can't hide a
 -- difference.
@@ -45,10 +41,6 @@ local function check_close(name, got, want)
   print(string.format("%s: max relative error %.2e", name, err))
   T.truthy(err < 1e-5, string.format("%s: relative error %.3g >= 1e-5", name, err))
 end
-
-T.test("python3-torch is installed for the parity tests", function()
-  T.truthy(have_torch(), "install Debian's python3-torch and python3-numpy (scripts/setup does)")
-end)
 
 T.test("ViT parity (map and tok pooling)", function()
   for _, pool in ipairs({"map", "tok"}) do

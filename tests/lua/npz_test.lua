@@ -4,20 +4,10 @@
 -- 1980-01-01 00:00 timestamp (ZipInfo's default; nothing takes the clock), so the whole file is
 -- deterministic and compared in full.
 --
--- numpy comes from Debian's python3-numpy at /usr/bin/python3 (the python3 first on PATH may be
--- another interpreter without it).
+-- numpy comes from the venv scripts/setup makes (T.python).
 local T = require "bv.testing"
 
-local PY = "/usr/bin/python3"
-
--- A missing numpy is a failure with a remedy, not a skip.
-do
-  local ok = os.execute(PY .. " -c 'import numpy' 2>/dev/null")
-  if not ok then
-    error("tests/lua/npz_test.lua needs numpy in " .. PY .. ": install Debian's python3-numpy " ..
-          "(apt-get install python3-numpy; scripts/setup does it)")
-  end
-end
+local PY = T.python("numpy")
 
 local tmp = os.tmpname()
 os.remove(tmp)

@@ -1,7 +1,7 @@
 # An independent BiT (ResNet-v1, GroupNorm, weight standardisation) forward pass in PyTorch,
 # written from big_vision's models/bit.py, for the parity test. Reads params and the input from
 # an npz (big_vision's names), writes the logits into an npz (key "logits").
-#   /usr/bin/python3 bit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
+#   .venv/bin/python tests/reference/bit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import math
 import sys

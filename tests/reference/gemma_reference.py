@@ -1,7 +1,7 @@
 # An independent Gemma forward pass in PyTorch, written from big_vision's models/ppp/gemma.py,
 # for the parity test. Reads scanned params (big_vision's names) and the tokens from an npz,
 # writes the logits into an npz (key "logits").
-#   /usr/bin/python3 gemma_reference.py PARAMS.npz CONFIG_JSON OUT.npz
+#   .venv/bin/python tests/reference/gemma_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import sys
 

@@ -1,7 +1,7 @@
-# An independent ViT forward pass in PyTorch (Debian's python3-torch), written from big_vision's
+# An independent ViT forward pass in PyTorch (the torch wheel in .venv), written from big_vision's
 # models/vit.py, for the parity test (tests/lua/vit_parity_test.lua). Reads params and the input
 # from an npz (big_vision's names), writes the logits into an npz (key "logits").
-#   /usr/bin/python3 vit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
+#   .venv/bin/python tests/reference/vit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import sys
 
