@@ -457,7 +457,7 @@ void MemberReader::finish() {
 // --- Writer --------------------------------------------------------------------------------------
 
 namespace {
-constexpr uint16_t kVersion = 20, kVersionZip64 = 45;
+constexpr uint16_t kVersionZip64 = 45;  // what zipfile writes for force_zip64 members
 constexpr uint16_t kDosTime = 0;                      // 00:00:00
 constexpr uint16_t kDosDate = (0 << 9) | (1 << 5) | 1;  // 1980-01-01: zipfile's ZipInfo default
 constexpr uint32_t kUnixMode600 = 0600u << 16;        // zipfile's external_attr for open('w')
@@ -524,22 +524,22 @@ void Writer::add_stored(const std::string& name,
     e.crc32 = crc_update(e.crc32, data, n);
     e.size += n;
   }
-  bool big = e.size > zip64_limit_;
-  uint64_t size32 = big ? 0xFFFFFFFF : e.size;
+  // numpy opens every member with force_zip64=True, so the local header always has the ZIP64
+  // extra, and with it (CPython 3.11.7's zipfile; 3.11.2's wrote the real sizes and version 2.0)
+  // version 4.5 and 0xFFFFFFFF sizes, as the ZIP spec asks when the extra holds the sizes.
   std::string h;
   put32(h, kLocalSig);
-  put16(h, big ? kVersionZip64 : kVersion);
+  put16(h, kVersionZip64);
   put16(h, is_ascii(name) ? 0 : kFlagUtf8);
   put16(h, kStored);
   put16(h, kDosTime);
   put16(h, kDosDate);
   put32(h, e.crc32);
-  put32(h, size32);  // compressed
-  put32(h, size32);  // uncompressed
+  put32(h, 0xFFFFFFFF);  // compressed: in the extra
+  put32(h, 0xFFFFFFFF);  // uncompressed: in the extra
   put16(h, name.size());
   put16(h, 20);
   h += name;
-  // numpy opens every member with force_zip64=True: the ZIP64 extra is always there.
   put16(h, kZip64ExtraId);
   put16(h, 16);
   put64(h, e.size);
@@ -562,7 +562,7 @@ void Writer::commit() {
       if (big) put64(extra, e.size), put64(extra, e.size);
       if (far) put64(extra, e.header_offset);
     }
-    uint16_t version = (big || far) ? kVersionZip64 : kVersion;
+    uint16_t version = kVersionZip64;  // every member was written with the ZIP64 extra
     std::string c;
     put32(c, kCentralSig);
     put16(c, version | (kSystemUnix << 8));
