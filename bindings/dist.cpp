@@ -114,6 +114,11 @@ int dist_env(lua_State* L) {
   return 1;
 }
 
+int dist_backend_lua(lua_State* L) {
+  lua_pushstring(L, dist_resolve_backend(luaL_checkstring(L, 1)).c_str());
+  return 1;
+}
+
 int dist_init_lua(lua_State* L) {
   check_option_keys(L, 1, "dist.init", {"backend", "timeout"});
   std::string backend = "auto";
@@ -261,6 +266,7 @@ void open_dist(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("env", dist_env),
       BV_FN("init", dist_init_lua),
+      BV_FN("backend", dist_backend_lua),
       BV_FN("launch", dist_launch_lua),
       BV_FN("executable", dist_executable),
       {nullptr, nullptr},

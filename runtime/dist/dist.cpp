@@ -104,7 +104,7 @@ c10::intrusive_ptr<Comm> make_nccl(const c10::intrusive_ptr<::c10d::Store>& stor
   return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, opts);
 #else
   (void)store, (void)rank, (void)size, (void)timeout, (void)device_index;
-  return {};  // not reached: resolve_backend checks kHasNccl first
+  return {};  // not reached: dist_resolve_backend checks kHasNccl first
 #endif
 }
 
@@ -271,20 +271,24 @@ at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* o
   return flat.is_cuda() ? flat.cpu() : flat;
 }
 
-std::string resolve_backend(const std::string& backend) {
-  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist.init: backend '",
+}  // namespace
+
+std::string dist_resolve_backend(const std::string& backend) {
+  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist: backend '",
            backend, "' is not one of 'gloo', 'nccl', 'auto'");
   if (backend == "auto") return kHasNccl && cuda_available() ? "nccl" : "gloo";
   if (backend == "nccl") {
-    BV_CHECK(kHasNccl, "dist.init: backend 'nccl' is not compiled into this bvlua (a CPU-only "
-             "build: -DBV_CUDA=OFF, a CPU wheel or no CUDA toolkit); use --backend gloo, or "
-             "rebuild with CUDA (scripts/setup)");
-    BV_CHECK(cuda_available(), "dist.init: backend 'nccl' needs a CUDA GPU, and none is "
+    BV_CHECK(kHasNccl, "dist: backend 'nccl' is not compiled into this bvlua (a CPU-only build: "
+             "-DBV_CUDA=OFF or a CPU wheel); use --backend gloo, or rebuild with CUDA "
+             "(scripts/setup)");
+    BV_CHECK(cuda_available(), "dist: backend 'nccl' needs a CUDA GPU, and none is "
              "available on ", hostname(), " (libtorch sees 0 devices); use --backend gloo to train "
              "on the CPU");
   }
   return backend;
 }
+
+namespace {
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -363,7 +367,7 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
            env.rank, " is not in [0, ", env.world_size, ")");
   auto g = std::make_shared<DistGroup>();
   g->env = env;
-  g->backend = resolve_backend(backend);
+  g->backend = dist_resolve_backend(backend);
   g->timeout_s = timeout_s;
   g->timeout = Millis(static_cast<int64_t>(timeout_s * 1000));
   g->host = hostname();

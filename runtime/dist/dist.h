@@ -29,6 +29,11 @@ struct DistEnv {
 // MASTER_PORT is missing for more than one process.
 DistEnv dist_env_from_environ();
 
+// The backend `backend` ("gloo", "nccl" or "auto") means on this machine: "auto" is nccl when this
+// build has it and a GPU is available, else gloo. Fails at once, saying what to do, for an unknown
+// name and for nccl on a build without NCCL or a machine without a GPU.
+std::string dist_resolve_backend(const std::string& backend);
+
 // A process group: the store, the c10d backend and what we know about the peers.
 struct DistGroup;
 

@@ -39,8 +39,29 @@ run "$BVLUA" --help;             expect_rc 0 "--help";           expect_in out "
 run "$BVLUA" run --help;         expect_rc 0 "run --help";       expect_in out "usage: bvlua run" "run --help"
 run "$BVLUA" repl --help;        expect_rc 0 "repl --help";      expect_in out "usage: bvlua repl" "repl --help"
 run "$BVLUA" train --help;       expect_rc 0 "train --help";     expect_in out "--workdir" "train --help"
-run "$BVLUA" --version;          expect_rc 0 "--version";        expect_in out "libtorch " "--version"
-expect_in out "cuda " "--version names CUDA"
+run "$BVLUA" --version;          expect_rc 0 "--version";        expect_in out "libtorch 2." "--version"
+checks=$((checks + 1))
+grep -qE '^cuda( [0-9]+\.[0-9]+: compiled in; (no GPU|[0-9]+ GPU\(s\)) available|: not compiled in)' "$TMP/out" \
+  || fail "--version: no cuda line saying whether CUDA is compiled in and a GPU available"
+checks=$((checks + 1))
+grep -qE '^nccl( [0-9.]+: compiled in|: not compiled in)$' "$TMP/out" || fail "--version: no nccl line"
+cp "$TMP/out" "$TMP/version"
+if grep -q "^cuda .*compiled in" "$TMP/version"; then
+  # A CUDA build links libtorch_cuda itself (loading it is what registers CUDA with ATen).
+  checks=$((checks + 1))
+  ldd "$BVLUA" | grep -q "libtorch_cuda.so" || fail "--version says CUDA is compiled in, ldd shows no libtorch_cuda"
+fi
+if ! grep -q "GPU(s) available" "$TMP/version"; then
+  # NCCL without a GPU: a clear error before anything is loaded or launched, in one process or two.
+  for nproc in 1 2; do
+    run "$BVLUA" train configs/bit_lines.lua:quick --workdir "$TMP/nccl_run" --backend nccl --nproc $nproc
+    expect_rc 1 "--backend nccl without a GPU (--nproc $nproc)"
+    expect_in err "backend 'nccl'" "--backend nccl without a GPU names the backend"
+    expect_in err "--backend gloo" "--backend nccl without a GPU says what to use"
+    checks=$((checks + 1))
+    [ ! -e "$TMP/nccl_run" ] || fail "--backend nccl without a GPU started the run (made its workdir)"
+  done
+fi
 run "$BVLUA" run;                expect_rc 2 "run without script"
 run "$BVLUA" run "$TMP/missing.lua"; expect_rc 1 "missing script"; expect_in err "missing.lua" "missing script named"
 

@@ -85,6 +85,9 @@ function M.main(argv)
   if not opts.workdir and not opts.dry_run then
     return usage_error("--workdir is required (or use --dry-run)")
   end
+  -- --backend nccl without NCCL or a GPU fails here, in one process as in many, before anything
+  -- is launched or loaded.
+  if opts.backend then bv.dist.backend(opts.backend) end
   local cfg = config.load(opts.config)
   for _, o in ipairs(opts.overrides) do config.override(cfg, o[1], o[2]) end
   local text = config.to_json(cfg, 2) .. "\n"
