@@ -1,6 +1,8 @@
 # The training-step benchmark's PyTorch side: the same step (forward, softmax cross-entropy,
-# backward, SGD update) as an eager Python loop with Debian's python3-torch and torchvision.
-#   /usr/bin/python3 scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS -> steps/s
+# backward, SGD update) as a Python loop on the venv's torch wheel and torchvision, eager or with
+# the model under torch.compile (Inductor's C++ code on the CPU; compiled before timing starts).
+#   .venv/bin/python scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS [eager|compile]
+#   -> steps/s
 # bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
 # convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vits16 / vitti16:
 # torchvision's VisionTransformer with ViT-S / Ti sizes.
@@ -13,6 +15,8 @@ import torchvision.models.resnet as resnet
 from torchvision.models.vision_transformer import VisionTransformer
 
 name, res, batch, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+mode = sys.argv[6] if len(sys.argv) > 6 else "eager"
+assert mode in ("eager", "compile"), mode
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 class StdConv2d(nn.Conv2d):
@@ -33,6 +37,8 @@ else:
     model = VisionTransformer(image_size=res, patch_size=16, num_layers=12, num_heads=heads,
                               hidden_dim=width, mlp_dim=4 * width, num_classes=1000)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+if mode == "compile":
+    model = torch.compile(model)
 images = torch.randn(batch, 3, res, res)
 labels = torch.randint(0, 1000, (batch,))
 
@@ -45,6 +51,7 @@ def step():
 
 
 step()
+step()  # compile: the first calls compile the forward and the backward
 t0 = time.perf_counter()
 for _ in range(steps):
     step()

@@ -1,4 +1,4 @@
-// What bvlua runs on: libtorch's version, CUDA, and the intra-op thread count. Debian's libtorch
+// What bvlua runs on: libtorch's version, CUDA, and the intra-op thread count. libtorch
 // starts with one thread unless told otherwise, so bvlua sets it at start-up.
 #pragma once
 

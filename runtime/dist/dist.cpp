@@ -417,7 +417,7 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) 
            "floating-point tensors, got ", flat.scalar_type());
   if (g.comm) {
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
-    ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM in 1.13 and 2.x
+    ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM
     opts.timeout = g.timeout;
     run_collective(g, "all_reduce", [&] { return g.comm->allreduce(bufs, opts); });
     if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back

@@ -1,97 +1,55 @@
 #include "text/tokenizer.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "text/sentencepiece_shim.h"
 
 namespace bv {
 
 namespace {
 
-// --- The SentencePiece shim --------------------------------------------------------------------
+// --- SentencePiece -------------------------------------------------------------------------------
+// Linked directly. Debian's libtorch 1.13 loaded libprotobuf 3.21, which clashed with the private
+// protobuf-lite that Debian's libsentencepiece exports, so SentencePiece used to live in a shim
+// library of its own opened with RTLD_DEEPBIND. The wheel's libtorch links protobuf statically
+// and exports none of its runtime (only template instances for its own onnx classes), so
+// nothing clashes any more; tokenizer_test covers loading, encoding and training.
 
-std::string executable_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
+namespace sp = sentencepiece;
+
+void check_status(const sp::util::Status& status, const std::string& what) {
+  if (!status.ok()) fail(what, ": ", status.ToString());
 }
 
-// Loads libbv_sentencepiece.so once. RTLD_DEEPBIND puts the shim's own dependencies (and so
-// SentencePiece's private protobuf) ahead of the process's libprotobuf when binding symbols.
-const bv_sp_api& load_shim() {
-  static const bv_sp_api* api = [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("BV_SENTENCEPIECE_SHIM")) candidates.emplace_back(env);
-    candidates.push_back(executable_dir() + "/libbv_sentencepiece.so");  // the build tree
-    candidates.push_back(executable_dir() + "/../lib/libbv_sentencepiece.so");  // installed
-    std::string tried;
-    for (const auto& path : candidates) {
-      if (!fs::exists(path)) {
-        tried += (tried.empty() ? "" : ", ") + path + " (missing)";
-        continue;
-      }
-      void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-      if (!lib) {
-        tried += (tried.empty() ? "" : ", ") + path + " (" + ::dlerror() + ")";
-        continue;
-      }
-      auto get = reinterpret_cast<const bv_sp_api* (*)()>(::dlsym(lib, BV_SP_API_SYMBOL));
-      BV_CHECK(get, "tokenizer: ", path, " has no ", BV_SP_API_SYMBOL);
-      const bv_sp_api* found = get();
-      BV_CHECK(found && found->version == BV_SP_API_VERSION, "tokenizer: ", path,
-               " is another version of the SentencePiece shim (rebuild bvlua)");
-      return found;
-    }
-    fail("tokenizer: cannot load the SentencePiece shim libbv_sentencepiece.so (tried: ", tried,
-         "); set BV_SENTENCEPIECE_SHIM to its path");
-  }();
-  return *api;
+std::shared_ptr<const sp::SentencePieceProcessor> load_model(const std::string& bytes,
+                                                             const std::string& name) {
+  auto model = std::make_shared<sp::SentencePieceProcessor>();
+  check_status(model->LoadFromSerializedProto(bytes),
+               "tokenizer '" + name + "': not a valid SentencePiece model");
+  return model;
 }
 
-// Takes ownership of a malloc'd error message from the shim and throws it, if there is one.
-void check_shim(char* error, const std::string& what) {
-  if (!error) return;
-  std::string message(error);
-  load_shim().free_buffer(error);
-  fail(what, ": ", message);
-}
+// The trainer reads its sentences from here instead of an input file.
+class LinesIterator : public sp::SentenceIterator {
+ public:
+  explicit LinesIterator(const std::vector<std::string>& lines) : lines_(lines) {}
+  bool done() const override { return i_ >= lines_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return lines_[i_]; }
+  sp::util::Status status() const override { return sp::util::Status(); }
 
-std::string take_string(char* data, size_t size) {
-  std::string out(data ? data : "", data ? size : 0);
-  load_shim().free_buffer(data);
-  return out;
-}
-
-std::shared_ptr<const bv_sp_model> load_model(const std::string& bytes, const std::string& name) {
-  const bv_sp_api& sp = load_shim();
-  bv_sp_model* model = nullptr;
-  check_shim(sp.load(bytes.data(), bytes.size(), &model),
-             "tokenizer '" + name + "': not a valid SentencePiece model");
-  return std::shared_ptr<const bv_sp_model>(model, [](const bv_sp_model* m) {
-    load_shim().release(const_cast<bv_sp_model*>(m));
-  });
-}
-
-int piece_id(const bv_sp_model* model, std::string_view piece) {
-  return load_shim().piece_to_id(model, piece.data(), piece.size());
-}
-
-std::string piece_of(const bv_sp_model* model, int id) {
-  char* p = load_shim().id_to_piece(model, id);
-  std::string out(p ? p : "");
-  load_shim().free_buffer(p);
-  return out;
-}
+ private:
+  const std::vector<std::string>& lines_;
+  size_t i_ = 0;
+};
 
 // --- The little of protobuf's wire format that editing a ModelProto needs ----------------------
 // Debian ships SentencePiece without its generated proto classes (and with a private protobuf),
@@ -183,8 +141,8 @@ std::string add_pieces(const std::string& model_bytes, const std::vector<std::st
                        const std::string& name) {
   if (extra_pieces.empty()) return model_bytes;
   auto original = load_model(model_bytes, name);
-  const int unk = piece_id(original.get(), "<unk>");
-  BV_CHECK(piece_of(original.get(), unk) == "<unk>", "tokenizer '", name,
+  const int unk = original->PieceToId("<unk>");
+  BV_CHECK(original->IdToPiece(unk) == "<unk>", "tokenizer '", name,
            "': extra pieces need a model whose unknown piece is '<unk>'");
 
   // A piece the model already knows is replaced where it is (it keeps its id, and being
@@ -194,7 +152,7 @@ std::string add_pieces(const std::string& model_bytes, const std::vector<std::st
   std::vector<std::string> appended;
   for (const auto& extra : extra_pieces) {
     std::string piece = spaces_as_marks(extra);
-    int existing = piece_id(original.get(), piece);
+    int existing = original->PieceToId(piece);
     if ((existing != unk) != (piece == "<unk>")) {
       replaced[existing] = user_defined_piece_field(piece);
     } else {
@@ -241,13 +199,9 @@ Tokenizer Tokenizer::from_bytes(const std::string& model_bytes,
 }
 
 std::vector<int> Tokenizer::encode(std::string_view text) const {
-  int* ids = nullptr;
-  size_t count = 0;
-  check_shim(load_shim().encode(model_.get(), text.data(), text.size(), &ids, &count),
-             "tokenizer '" + name_ + "': cannot encode text");
-  std::vector<int> out(ids, ids + count);
-  load_shim().free_buffer(ids);
-  return out;
+  std::vector<int> ids;
+  check_status(model_->Encode(text, &ids), "tokenizer '" + name_ + "': cannot encode text");
+  return ids;
 }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
@@ -256,46 +210,30 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     BV_CHECK(ids[i] >= 0 && ids[i] < n, "tokenizer '", name_, "': token id ", ids[i],
              " (at position ", i + 1, ") is outside the vocabulary [0, ", n, ")");
   }
-  char* text = nullptr;
-  size_t size = 0;
-  check_shim(load_shim().decode(model_.get(), ids.data(), ids.size(), &text, &size),
-             "tokenizer '" + name_ + "': cannot decode ids");
-  return take_string(text, size);
+  std::string text;
+  check_status(model_->Decode(ids, &text), "tokenizer '" + name_ + "': cannot decode ids");
+  return text;
 }
 
-int Tokenizer::vocab_size() const { return load_shim().piece_size(model_.get()); }
-int Tokenizer::piece_to_id(std::string_view piece) const { return piece_id(model_.get(), piece); }
+int Tokenizer::vocab_size() const { return model_->GetPieceSize(); }
+int Tokenizer::piece_to_id(std::string_view piece) const { return model_->PieceToId(piece); }
 
 std::string Tokenizer::id_to_piece(int id) const {
   BV_CHECK(id >= 0 && id < vocab_size(), "tokenizer '", name_, "': token id ", id,
            " is outside the vocabulary [0, ", vocab_size(), ")");
-  return piece_of(model_.get(), id);
+  return model_->IdToPiece(id);
 }
 
 bool Tokenizer::is_control(int id) const {
-  return id >= 0 && id < vocab_size() && load_shim().is_control(model_.get(), id);
+  return id >= 0 && id < vocab_size() && model_->IsControl(id);
 }
 
-namespace {
-int special_id(const bv_sp_model* model, int which) {
-  int ids[4];
-  load_shim().special_ids(model, ids);
-  return ids[which];
-}
-}  // namespace
+int Tokenizer::pad_id() const { return model_->pad_id(); }
+int Tokenizer::eos_id() const { return model_->eos_id(); }
+int Tokenizer::bos_id() const { return model_->bos_id(); }
+int Tokenizer::unk_id() const { return model_->unk_id(); }
 
-int Tokenizer::pad_id() const { return special_id(model_.get(), 0); }
-int Tokenizer::eos_id() const { return special_id(model_.get(), 1); }
-int Tokenizer::bos_id() const { return special_id(model_.get(), 2); }
-int Tokenizer::unk_id() const { return special_id(model_.get(), 3); }
-
-std::string Tokenizer::serialized() const {
-  char* bytes = nullptr;
-  size_t size = 0;
-  check_shim(load_shim().serialize(model_.get(), &bytes, &size),
-             "tokenizer '" + name_ + "': cannot serialize the model");
-  return take_string(bytes, size);
-}
+std::string Tokenizer::serialized() const { return model_->serialized_model_proto(); }
 
 std::vector<std::string> tokenset(const std::string& name) {
   std::vector<std::string> out;
@@ -343,23 +281,13 @@ void train_sentencepiece(const std::vector<std::string>& lines, int vocab_size,
     args[key] = value;
   }
   args["vocab_size"] = std::to_string(vocab_size);
-  std::vector<const char*> keys, values, line_ptrs;
-  std::vector<size_t> line_sizes;
-  for (const auto& [key, value] : args) {
-    keys.push_back(key.c_str());
-    values.push_back(value.c_str());
-  }
-  for (const auto& line : lines) {
-    line_ptrs.push_back(line.data());
-    line_sizes.push_back(line.size());
-  }
-  char* model = nullptr;
-  size_t size = 0;
-  check_shim(load_shim().train(keys.data(), values.data(), keys.size(), line_ptrs.data(),
-                               line_sizes.data(), lines.size(), &model, &size),
-             str("train_sentencepiece: training '", model_path, "' (vocab_size ", vocab_size, ", ",
-                 lines.size(), " lines) failed"));
-  fs::write_file(model_path, take_string(model, size));
+  std::unordered_map<std::string, std::string> trainer_args(args.begin(), args.end());
+  LinesIterator it(lines);
+  std::string model;
+  check_status(sp::SentencePieceTrainer::Train(trainer_args, &it, &model),
+               str("train_sentencepiece: training '", model_path, "' (vocab_size ", vocab_size,
+                   ", ", lines.size(), " lines) failed"));
+  fs::write_file(model_path, model);
 }
 
 }  // namespace bv

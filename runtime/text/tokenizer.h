@@ -3,8 +3,7 @@
 // to the model as user-defined pieces, so that encoding keeps them whole and decoding prints
 // them. Also a trainer for small models made on the fly (tests, tiny configs).
 //
-// SentencePiece itself lives in libbv_sentencepiece.so (sentencepiece_shim.h says why), loaded
-// on first use from $BV_SENTENCEPIECE_SHIM, the executable's directory or ../lib beside it.
+// SentencePiece's headers stay in tokenizer.cpp.
 #pragma once
 
 #include <map>
@@ -13,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
-struct bv_sp_model;  // runtime/text/sentencepiece_shim.h
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
 
 namespace bv {
 
@@ -47,7 +48,7 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
-  std::shared_ptr<const bv_sp_model> model_;  // released through the SentencePiece shim
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> model_;
   std::string name_;
 };
 
