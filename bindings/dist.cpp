@@ -1,4 +1,4 @@
-// bv.dist: multi-process training (runtime/dist). Ranks are 0-based, as in torch: they are ids,
+// bv.dist: multi-process training (runtime/distributed). Ranks are 0-based, as in torch: they are ids,
 // not Lua list positions.
 //
 //   bv.dist.env()                          --> {rank, world_size, local_rank, master_addr,
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/dist.h"
-#include "dist/launch.h"
+#include "distributed/dist.h"
+#include "distributed/launch.h"
 #include "dist.h"
 #include "lua_util.h"
 #include "tensor.h"

@@ -1,4 +1,4 @@
-// bv.dist.fsdp: fully sharded parameters (runtime/dist/fsdp.h), driven by lib/bv/sharding.lua.
+// bv.dist.fsdp: fully sharded parameters (runtime/distributed/fsdp.h), driven by lib/bv/sharding.lua.
 //
 //   local fs = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
 //   fs:placeholder(name)   -- what the model's params table holds for it
@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "dist.h"
-#include "dist/fsdp.h"
+#include "distributed/fsdp.h"
 #include "lua_util.h"
 #include "tensor.h"
 

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "dist/dist.h"
-#include "dist/launch.h"
+#include "distributed/dist.h"
+#include "distributed/launch.h"
 #include "lua_util.h"
 #include "repl.h"
 #include "state.h"

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/tensor_util.h"
 #include "dist.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "lua_util.h"
 #include "optim/optimizer.h"
 #include "optim/transforms.h"

@@ -71,7 +71,7 @@ at::Tensor param(const Params& params, const std::string& name, const char* mode
 at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
                        const char* model);
 
-// Parameters that live elsewhere (fsdp: runtime/dist/fsdp.h). While a ParamSource is set for
+// Parameters that live elsewhere (fsdp: runtime/distributed/fsdp.h). While a ParamSource is set for
 // the thread, param() and layer_param() ask it first; it recognises its parameters by the
 // placeholder tensors it put into Params, so a subtree() copy still finds them. Models read
 // every parameter through param()/layer_param(), never through Params directly.

@@ -1,7 +1,7 @@
 // Rematerialisation of one layer (big_vision's nn.remat with the "nothing_saveable" policy):
 // the forward keeps only the layer's input; the backward runs the layer again, with gradients,
 // and then backpropagates through it. Activations then cost one tensor per layer, and under fsdp
-// (runtime/dist/fsdp.h) a layer's fetched parameters die with the layer and are fetched again
+// (runtime/distributed/fsdp.h) a layer's fetched parameters die with the layer and are fetched again
 // for its backward, so no more than a layer's parameters are whole at any time.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Multi-process training (runtime/dist): torchrun's environment and its errors, the single-process
+// Multi-process training (runtime/distributed): torchrun's environment and its errors, the single-process
 // group, and real 2-rank Gloo groups. The ranks are this test binary started again (posix_spawn of
 // /proc/self/exe) running the hidden test case "dist worker" with RANK/WORLD_SIZE/MASTER_* set:
 // an exec'd process starts with no libtorch threads, which a fork of this one would not.
@@ -21,8 +21,8 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "dist/dist.h"
-#include "dist/launch.h"
+#include "distributed/dist.h"
+#include "distributed/launch.h"
 #include "test_util.h"
 
 extern char** environ;

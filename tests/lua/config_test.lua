@@ -287,6 +287,30 @@ end)
 
 -- parse_cli ----------------------------------------------------------------------------------
 
+T.test("the example config's inline op rotates by multiples of 90 degrees, all four", function()
+  local cfg = config.load(BIT_LINES .. ":rot90")  -- registers random_rot90, and uses it
+  T.truthy(cfg.input.pp:find("|flip_lr|flip_ud|random_rot90|", 1, true), cfg.input.pp)
+  local op = bv.pp.build("random_rot90")
+  local img = bv.arange(0, 6):reshape({2, 3, 1})  -- rows {0, 1, 2} and {3, 4, 5}
+  local want = {
+    [0] = {{{0}, {1}, {2}}, {{3}, {4}, {5}}},
+    [1] = {{{2}, {5}}, {{1}, {4}}, {{0}, {3}}},          -- 90 degrees counter-clockwise
+    [2] = {{{5}, {4}, {3}}, {{2}, {1}, {0}}},
+    [3] = {{{3}, {0}}, {{4}, {1}}, {{5}, {2}}},
+  }
+  local seen = {}
+  for seed = 1, 40 do
+    local out = op({image = img}, bv.rng(seed)).image:totable()
+    local k
+    for i = 0, 3 do
+      if select(1, pcall(T.eq, out, want[i])) then k = i end
+    end
+    T.truthy(k, "seed " .. seed .. ": not a rotation of the input")
+    seen[k] = true
+  end
+  T.truthy(seen[0] and seen[1] and seen[2] and seen[3], "all four rotations occur in 40 draws")
+end)
+
 T.test("parse_cli: config, workdir, dry-run and overrides in order", function()
   local r = assert(config.parse_cli({"configs/x.lua:a=1", "--workdir", "runs/x",
     "--config.lr=0.1", "--config.input.batch_size", "32", "--noconfig.flip", "--dry-run",

@@ -1,4 +1,4 @@
-#include "dist/fsdp.h"
+#include "distributed/fsdp.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor_util.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace bv {
 

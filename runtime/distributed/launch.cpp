@@ -1,4 +1,4 @@
-#include "dist/launch.h"
+#include "distributed/launch.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #include <ATen/ATen.h>
 #include <signal.h>
@@ -26,7 +26,7 @@
 #include "core/machine.h"
 
 #if !defined(USE_C10D_GLOO)
-#error "runtime/dist needs -DUSE_C10D_GLOO (CMakeLists.txt sets it on this file)"
+#error "runtime/distributed needs -DUSE_C10D_GLOO (CMakeLists.txt sets it on this file)"
 #endif
 
 namespace bv {
