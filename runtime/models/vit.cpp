@@ -120,6 +120,13 @@ ViTConfig parse_config(const json& cfg) {
   if (auto v = get("scan")) c.scan = v->get<bool>();
   if (auto v = get("remat_policy")) c.remat_policy = v->get<std::string>();
   if (auto v = get("image_size")) read_pair(*v, "image_size", &c.image_h, &c.image_w);
+  // big_vision's dtype_mm runs the matmuls in another dtype; here only float32 is, so anything
+  // else is refused rather than silently run in float32.
+  if (auto v = get("dtype_mm")) {
+    BV_CHECK(v->is_string() && v->get<std::string>() == "float32", "vit: dtype_mm=", v->dump(),
+             " is not implemented (only \"float32\"); for bfloat16 matmuls set "
+             "config.autocast = \"bfloat16\"");
+  }
   if (c.mlp_dim == 0) c.mlp_dim = 4 * c.width;
   BV_CHECK(c.posemb == "learn" || c.posemb == "sincos2d", "vit: unknown posemb '", c.posemb,
            "' (learn or sincos2d)");

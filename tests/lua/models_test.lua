@@ -284,6 +284,10 @@ T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vit", {variant = "B/16", pooltype = "map"}) end,
            "unknown config key 'pooltype'")
   T.raises(function() bv.models.build("vit", {pool_type = "max"}) end, "unknown pool_type 'max'")
+  T.raises(function() bv.models.build("vit", {dtype_mm = "bfloat16"}) end,
+           'vit: dtype_mm="bfloat16" is not implemented (only "float32"); for bfloat16 matmuls ' ..
+           'set config.autocast = "bfloat16"')
+  bv.models.build("vit", {variant = "mu/4", image_size = 8, dtype_mm = "float32"})
   local m = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
   local p = m:init(0)
   T.raises(function() m:apply(p, bv.zeros({1, 8, 8})) end, "images must be [n, H, W, 3]")
