@@ -26,7 +26,7 @@
 #include "core/machine.h"
 
 #if !defined(USE_C10D_GLOO)
-#error "runtime/distributed needs -DUSE_C10D_GLOO (CMakeLists.txt sets it on this file)"
+#error "runtime/distributed needs -DUSE_C10D_GLOO (CMakeLists.txt's bv_torch target sets it)"
 #endif
 
 namespace bv {
@@ -271,24 +271,6 @@ at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* o
   return flat.is_cuda() ? flat.cpu() : flat;
 }
 
-}  // namespace
-
-std::string dist_resolve_backend(const std::string& backend) {
-  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist: backend '",
-           backend, "' is not one of 'gloo', 'nccl', 'auto'");
-  if (backend == "auto") return kHasNccl && cuda_available() ? "nccl" : "gloo";
-  if (backend == "nccl") {
-    BV_CHECK(kHasNccl, "dist: backend 'nccl' is not compiled into this bvlua (a CPU-only build: "
-             "-DBV_CUDA=OFF or a CPU wheel); use --backend gloo, or rebuild with CUDA "
-             "(scripts/setup)");
-    BV_CHECK(cuda_available(), "dist: backend 'nccl' needs a CUDA GPU, and none is "
-             "available on ", hostname(), " (libtorch sees 0 devices); use --backend gloo to train "
-             "on the CPU");
-  }
-  return backend;
-}
-
-namespace {
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -326,6 +308,21 @@ void exchange_peers(DistGroup& g) {
 }
 
 }  // namespace
+
+std::string dist_resolve_backend(const std::string& backend) {
+  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist: backend '",
+           backend, "' is not one of 'gloo', 'nccl', 'auto'");
+  if (backend == "auto") return kHasNccl && cuda_available() ? "nccl" : "gloo";
+  if (backend == "nccl") {
+    BV_CHECK(kHasNccl, "dist: backend 'nccl' is not compiled into this bvlua (a CPU-only build: "
+             "-DBV_CUDA=OFF or a CPU wheel); use --backend gloo, or rebuild with CUDA "
+             "(scripts/setup)");
+    BV_CHECK(cuda_available(), "dist: backend 'nccl' needs a CUDA GPU, and none is "
+             "available on ", hostname(), " (libtorch sees 0 devices); use --backend gloo to train "
+             "on the CPU");
+  }
+  return backend;
+}
 
 DistEnv dist_env_from_environ() {
   DistEnv env;
