@@ -1,6 +1,7 @@
-// bv._models: the native model registry (runtime/models) seen from Lua. lib/bv/models.lua makes
-// the user-facing bv.models.build(name, cfg) objects. Configs cross as JSON text (the model
-// section of a config is JSON-able by construction), parameters as a table name -> tensor.
+// bv._models: the native models (runtime/models) seen from Lua. bv._models.build(name, cfg_json)
+// makes a handle that holds the registry entry and the parsed config, once; the other functions
+// take that handle. lib/bv/models.lua wraps it in the user-facing bv.models.build(name, cfg)
+// objects. Parameters cross as a table name -> tensor.
 #include <lua.hpp>
 #include <nlohmann/json.hpp>
 
@@ -20,12 +21,13 @@
 #include "models/model.h"
 #include "models.h"
 #include "tensor.h"
+#include "train/losses.h"
 
 namespace bv::lua {
 
 namespace {
 
-const models::ModelApi& check_model(lua_State* L, int arg) {
+const models::ModelApi& check_model_name(lua_State* L, int arg) {
   std::string name = luaL_checkstring(L, arg);
   const models::ModelApi* m = models::find_model(name);
   if (!m) {
@@ -36,20 +38,51 @@ const models::ModelApi& check_model(lua_State* L, int arg) {
   return *m;
 }
 
-nlohmann::json check_config(lua_State* L, int arg) {
-  const char* text = luaL_checkstring(L, arg);
+// A model built once: its registry entry and its config, parsed and checked at build time.
+struct BuiltModel {
+  const models::ModelApi* api;
+  nlohmann::json cfg;
+};
+
+constexpr const char* kModelMeta = "bv.Model";
+
+BuiltModel& check_model(lua_State* L, int arg) {
+  return *static_cast<BuiltModel*>(luaL_checkudata(L, arg, kModelMeta));
+}
+
+int model_gc(lua_State* L) {
+  check_model(L, 1).~BuiltModel();
+  return 0;
+}
+
+int model_tostring(lua_State* L) {
+  lua_pushfstring(L, "bv.Model(%s)", check_model(L, 1).api->name);
+  return 1;
+}
+
+// bv._models.build(name, cfg_json) -> handle. The config is parsed here, once; param_specs runs
+// once too, so a config the model rejects (an unknown variant, a bad key) fails at build time.
+int models_build(lua_State* L) {
+  const models::ModelApi& api = check_model_name(L, 1);
+  const char* text = luaL_checkstring(L, 2);
+  nlohmann::json cfg;
   try {
-    return nlohmann::json::parse(text);
+    cfg = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("model config is not valid JSON: ", e.what());
   }
+  api.param_specs(cfg);
+  void* p = lua_newuserdatauv(L, sizeof(BuiltModel), 0);
+  new (p) BuiltModel{&api, std::move(cfg)};
+  luaL_setmetatable(L, kModelMeta);
+  return 1;
 }
 
-// bv._models.param_specs(name, cfg_json) -> {{name=, shape={...}, dtype=, scan=true|nil}, ...}
+// bv._models.param_specs(model) -> {{name=, shape={...}, dtype=, scan=true|nil}, ...}
 // sorted by name (scan: a stack of layers along dim 0).
 int models_param_specs(lua_State* L) {
-  const models::ModelApi& m = check_model(L, 1);
-  auto specs = m.param_specs(check_config(L, 2));
+  const BuiltModel& m = check_model(L, 1);
+  auto specs = m.api->param_specs(m.cfg);
   std::sort(specs.begin(), specs.end(),
             [](const models::ParamSpec& a, const models::ParamSpec& b) { return a.name < b.name; });
   lua_createtable(L, static_cast<int>(specs.size()), 0);
@@ -74,10 +107,10 @@ int models_param_specs(lua_State* L) {
   return 1;
 }
 
-// bv._models.init(name, cfg_json, seed) -> table name -> tensor
+// bv._models.init(model, seed) -> table name -> tensor
 int models_init(lua_State* L) {
-  const models::ModelApi& m = check_model(L, 1);
-  models::Params params = models::init_params(m, check_config(L, 2), static_cast<uint64_t>(check_int(L, 3)));
+  const BuiltModel& m = check_model(L, 1);
+  models::Params params = models::init_params(*m.api, m.cfg, static_cast<uint64_t>(check_int(L, 2)));
   lua_createtable(L, 0, static_cast<int>(params.size()));
   for (auto& [name, t] : params) {
     push_tensor(L, t);
@@ -86,15 +119,14 @@ int models_init(lua_State* L) {
   return 1;
 }
 
-// bv._models.apply(name, cfg_json, params, train, input...) -> out, aux table
+// bv._models.apply(model, params, train, input...) -> out, aux table
 int models_apply(lua_State* L) {
-  const models::ModelApi& m = check_model(L, 1);
-  nlohmann::json cfg = check_config(L, 2);
-  models::Params params = check_params(L, 3);
-  bool train = lua_toboolean(L, 4);
+  const BuiltModel& m = check_model(L, 1);
+  models::Params params = check_params(L, 2);
+  bool train = lua_toboolean(L, 3);
   std::vector<at::Tensor> inputs;
-  for (int i = 5; i <= lua_gettop(L); ++i) inputs.push_back(check_tensor(L, i));
-  models::Output out = m.apply(cfg, params, inputs, train);
+  for (int i = 4; i <= lua_gettop(L); ++i) inputs.push_back(check_tensor(L, i));
+  models::Output out = m.api->apply(m.cfg, params, inputs, train);
   push_tensor(L, out.out);
   lua_createtable(L, 0, static_cast<int>(out.aux.size()));
   for (auto& [name, t] : out.aux) {
@@ -104,11 +136,11 @@ int models_apply(lua_State* L) {
   return 2;
 }
 
-// bv._models.relayout(name, params): in place, the model's preferred memory layout.
+// bv._models.relayout(model, params): in place, the model's preferred memory layout.
 int models_relayout(lua_State* L) {
-  const models::ModelApi& m = check_model(L, 1);
+  const BuiltModel& m = check_model(L, 1);
   models::Params params = check_params(L, 2);
-  models::relayout_params(m, params);
+  models::relayout_params(*m.api, params);
   for (auto& [name, t] : params) {
     push_tensor(L, t);
     lua_setfield(L, 2, name.c_str());
@@ -148,10 +180,10 @@ void push_cache(lua_State* L, CachePtr cache) {
   luaL_setmetatable(L, kCacheMeta);
 }
 
-// bv._models.gemma_prefill(cfg_json, params, tokens [B, T], max_len [, input_mask [B, T]])
+// bv._models.gemma_prefill(model, params, tokens [B, T], max_len [, input_mask [B, T]])
 //   -> logits [B, T, V], cache
 int models_gemma_prefill(lua_State* L) {
-  nlohmann::json cfg = check_config(L, 1);
+  const nlohmann::json& cfg = check_model(L, 1).cfg;
   models::Params params = check_params(L, 2);
   at::Tensor tokens = check_tensor(L, 3);
   int64_t max_len = check_int(L, 4);
@@ -167,9 +199,9 @@ int models_gemma_prefill(lua_State* L) {
   return 2;
 }
 
-// bv._models.gemma_extend(cfg_json, params, cache, tokens [B]) -> logits [B, V]
+// bv._models.gemma_extend(model, params, cache, tokens [B]) -> logits [B, V]
 int models_gemma_extend(lua_State* L) {
-  nlohmann::json cfg = check_config(L, 1);
+  const nlohmann::json& cfg = check_model(L, 1).cfg;
   models::Params params = check_params(L, 2);
   CachePtr& cache = check_cache(L, 3);
   at::Tensor tokens = check_tensor(L, 4);
@@ -180,10 +212,10 @@ int models_gemma_extend(lua_State* L) {
   return 1;
 }
 
-// bv._models.paligemma_prefill(cfg_json, params, image, text, mask_ar, input_mask,
+// bv._models.paligemma_prefill(model, params, image, text, mask_ar, input_mask,
 //                              max_decode_len) -> logits [B, V] after each prompt, cache
 int models_paligemma_prefill(lua_State* L) {
-  nlohmann::json cfg = check_config(L, 1);
+  const nlohmann::json& cfg = check_model(L, 1).cfg;
   models::Params params = check_params(L, 2);
   auto cache = std::make_shared<models::gemma::Cache>();
   push_tensor(L, models::paligemma::prefill(cfg, params, check_tensor(L, 3), check_tensor(L, 4),
@@ -193,9 +225,9 @@ int models_paligemma_prefill(lua_State* L) {
   return 2;
 }
 
-// bv._models.paligemma_extend(cfg_json, params, cache, tokens [B]) -> logits [B, V]
+// bv._models.paligemma_extend(model, params, cache, tokens [B]) -> logits [B, V]
 int models_paligemma_extend(lua_State* L) {
-  nlohmann::json cfg = check_config(L, 1);
+  const nlohmann::json& cfg = check_model(L, 1).cfg;
   models::Params params = check_params(L, 2);
   CachePtr& cache = check_cache(L, 3);
   push_tensor(L, models::paligemma::extend(cfg, params, check_tensor(L, 4), cache.get()));
@@ -225,8 +257,68 @@ int models_names(lua_State* L) {
 }
 
 int models_doc(lua_State* L) {
-  lua_pushstring(L, check_model(L, 1).doc);
+  lua_pushstring(L, check_model_name(L, 1).doc);
   return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The training step (runtime/train/losses.h): forward, loss and backward in one call
+
+// The step options a Lua table gives (absent keys keep their defaults); `rng` gets the mixup
+// stream when the table has one.
+train::StepOptions check_step_options(lua_State* L, int arg, Rng** rng) {
+  train::StepOptions opts;
+  if (lua_isnoneornil(L, arg)) return opts;
+  luaL_checktype(L, arg, LUA_TTABLE);
+  auto field = [&](const char* key) {
+    lua_getfield(L, arg, key);
+    return !lua_isnil(L, -1);
+  };
+  if (field("loss")) opts.loss = luaL_checkstring(L, -1);
+  if (field("accum_steps")) opts.accum_steps = check_int(L, -1);
+  if (field("mixup_p")) opts.mixup_p = luaL_checknumber(L, -1);
+  if (field("autocast")) opts.autocast = luaL_checkstring(L, -1);
+  if (field("label_smoothing")) opts.label_smoothing = luaL_checknumber(L, -1);
+  if (field("rng") && rng) *rng = &check_rng(L, lua_gettop(L));
+  lua_pop(L, 6);
+  return opts;
+}
+
+void push_gradients(lua_State* L, const train::Gradients& g) {
+  lua_pushnumber(L, g.loss);
+  lua_createtable(L, 0, static_cast<int>(g.grads.size()));
+  for (auto& [name, t] : g.grads) {
+    push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+}
+
+// bv._models.loss_and_grads(model, params, images, labels [, opts])
+//   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...),
+//           autocast = "bfloat16" (or "float16"; default float32)}
+//   -> loss (number), grads (table name -> tensor)
+int models_loss_and_grads(lua_State* L) {
+  const BuiltModel& m = check_model(L, 1);
+  models::Params params = check_params(L, 2);
+  at::Tensor images = check_tensor(L, 3), labels = check_tensor(L, 4);
+  Rng* rng = nullptr;
+  train::StepOptions opts = check_step_options(L, 5, &rng);
+  push_gradients(L, train::loss_and_grads(*m.api, m.cfg, params, images, labels, opts, rng));
+  return 2;
+}
+
+// bv._models.lm_loss_and_grads(model, params, image, text, mask_ar, mask_loss
+//                              [, {label_smoothing = 0, accum_steps = 1, autocast = ...}])
+//   -> loss (number), grads: the prefix-LM step of big_vision's PaliGemma trainer.
+int models_lm_loss_and_grads(lua_State* L) {
+  const BuiltModel& m = check_model(L, 1);
+  models::Params params = check_params(L, 2);
+  at::Tensor image = check_tensor(L, 3), text = check_tensor(L, 4);
+  at::Tensor mask_ar = check_tensor(L, 5), mask_loss = check_tensor(L, 6);
+  train::StepOptions opts = check_step_options(L, 7, nullptr);
+  push_gradients(L, train::lm_loss_and_grads(*m.api, m.cfg, params, image, text, mask_ar,
+                                             mask_loss, opts));
+  return 2;
 }
 
 }  // namespace
@@ -247,6 +339,7 @@ models::Params check_params(lua_State* L, int arg) {
 
 void open_models(lua_State* L) {
   static const luaL_Reg functions[] = {
+      BV_FN("build", models_build),
       BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
       BV_FN("apply", models_apply),             BV_FN("names", models_names),
       BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
@@ -255,8 +348,16 @@ void open_models(lua_State* L) {
       BV_FN("paligemma_extend", models_paligemma_extend),
       BV_FN("sample", models_sample),
       BV_FN("gemma_prefill", models_gemma_prefill), BV_FN("gemma_extend", models_gemma_extend),
+      BV_FN("loss_and_grads", models_loss_and_grads),
+      BV_FN("lm_loss_and_grads", models_lm_loss_and_grads),
       {nullptr, nullptr},
   };
+  luaL_newmetatable(L, kModelMeta);
+  lua_pushcfunction(L, model_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, model_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
   static const luaL_Reg cache_methods[] = {BV_FN("length", cache_length), {nullptr, nullptr}};
   luaL_newmetatable(L, kCacheMeta);
   lua_newtable(L);

@@ -296,10 +296,10 @@ int optim_tostring(lua_State* L) {
   return 1;
 }
 
-// bv.optim.steps(prefix, config_json, data_size, batch_size, total_steps [, fallback]):
+// bv._durations.steps(prefix, config_json, data_size, batch_size, total_steps [, fallback]):
 // big_vision's utils.steps; nil sizes are unknown; without fallback a missing duration is an
 // error naming the prefix.
-int optim_steps(lua_State* L) {
+int durations_steps(lua_State* L) {
   std::string prefix = luaL_checkstring(L, 1);
   nlohmann::json config = check_json(L, 2, "steps config");
   auto opt_int = [&](int arg) { return lua_isnoneornil(L, arg) ? 0 : check_int(L, arg); };
@@ -308,8 +308,8 @@ int optim_steps(lua_State* L) {
   return 1;
 }
 
-// bv.optim.itstime(step, every, total [, {last=true, first=true, drop_close_to_last=0.25}])
-int optim_itstime(lua_State* L) {
+// bv._durations.itstime(step, every, total [, {last=true, first=true, drop_close_to_last=0.25}])
+int durations_itstime(lua_State* L) {
   int64_t step = check_int(L, 1);
   int64_t every = lua_isnoneornil(L, 2) ? 0 : check_int(L, 2);
   int64_t total = check_int(L, 3);
@@ -365,12 +365,20 @@ void open_optim(lua_State* L) {
   lua_pop(L, 1);
 
   static const luaL_Reg functions[] = {
-      BV_FN("new", optim_new), BV_FN("steps", optim_steps), BV_FN("itstime", optim_itstime),
-      BV_FN("docs", optim_docs), {nullptr, nullptr},
+      BV_FN("new", optim_new), BV_FN("docs", optim_docs), {nullptr, nullptr},
   };
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);
   lua_setfield(L, -2, "optim");
+
+  // Durations (runtime/optim/durations.cpp, which the schedules use too): Lua reaches them as
+  // bv.chrono.steps / bv.chrono.itstime, beside the Chrono, as big_vision's utils.py has them.
+  static const luaL_Reg durations[] = {
+      BV_FN("steps", durations_steps), BV_FN("itstime", durations_itstime), {nullptr, nullptr},
+  };
+  lua_newtable(L);
+  luaL_setfuncs(L, durations, 0);
+  lua_setfield(L, -2, "_durations");
 }
 
 }  // namespace bv::lua

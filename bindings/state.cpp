@@ -29,20 +29,20 @@ void open_ops(lua_State* L);  // ops.cpp
 void open_data(lua_State* L); // data.cpp
 void open_models(lua_State* L);  // models.cpp
 void open_optim(lua_State* L);   // optim.cpp
-void open_train(lua_State* L);   // train.cpp
+void open_losses(lua_State* L);  // losses.cpp
 void open_text(lua_State* L);    // text.cpp
 void open_dist(lua_State* L);    // dist.cpp
 
 namespace {
 
-int machine_threads(lua_State* L) {
+int bv_threads(lua_State* L) {
   if (!lua_isnoneornil(L, 1)) set_threads(static_cast<int>(check_int(L, 1)));
   lua_pushinteger(L, get_threads());
   return 1;
 }
 
 // bv.clock(): seconds on a monotonic clock, for timing (os.clock is CPU time of all threads).
-int machine_clock(lua_State* L) {
+int bv_clock(lua_State* L) {
   auto now = std::chrono::steady_clock::now().time_since_epoch();
   lua_pushnumber(L, std::chrono::duration<double>(now).count());
   return 1;
@@ -50,7 +50,7 @@ int machine_clock(lua_State* L) {
 
 // bv.rematch(pattern, text): Python's re.match (a prefix) -> nil, or {[0] = the matched prefix,
 // group 1, group 2, ...}.
-int machine_rematch(lua_State* L) {
+int bv_rematch(lua_State* L) {
   std::vector<std::string> groups;
   if (!regex_match_prefix(luaL_checkstring(L, 1), luaL_checkstring(L, 2), &groups)) return 0;
   lua_createtable(L, static_cast<int>(groups.size()), 0);
@@ -62,19 +62,19 @@ int machine_rematch(lua_State* L) {
 }
 
 // bv.fullmatch(pattern, text): Python's re.fullmatch for config regexes.
-int machine_fullmatch(lua_State* L) {
+int bv_fullmatch(lua_State* L) {
   lua_pushboolean(L, regex_fullmatch(luaL_checkstring(L, 1), luaL_checkstring(L, 2)));
   return 1;
 }
 
 // bv.handle_stop_signals(): from now on SIGTERM/SIGINT only set a flag that
 // bv.stop_requested() reports (with the signal's name), so a trainer can save and exit.
-int machine_handle_stop_signals(lua_State* L) {
+int bv_handle_stop_signals(lua_State* L) {
   install_stop_handlers();
   return 0;
 }
 
-int machine_stop_requested(lua_State* L) {
+int bv_stop_requested(lua_State* L) {
   if (!stop_requested()) {
     lua_pushboolean(L, false);
     return 1;
@@ -83,7 +83,7 @@ int machine_stop_requested(lua_State* L) {
   return 1;
 }
 
-int machine_cuda_available(lua_State* L) {
+int bv_cuda_available(lua_State* L) {
   lua_pushboolean(L, cuda_available());
   return 1;
 }
@@ -124,15 +124,15 @@ int open_native(lua_State* L) {
   open_ckpt(L);
   open_models(L);
   open_optim(L);
-  open_train(L);
+  open_losses(L);
   open_text(L);
   open_dist(L);
   static const luaL_Reg functions[] = {
-      BV_FN("threads", machine_threads), BV_FN("cuda_available", machine_cuda_available),
-      BV_FN("clock", machine_clock),     BV_FN("fullmatch", machine_fullmatch),
-      BV_FN("rematch", machine_rematch),
-      BV_FN("handle_stop_signals", machine_handle_stop_signals),
-      BV_FN("stop_requested", machine_stop_requested),
+      BV_FN("threads", bv_threads), BV_FN("cuda_available", bv_cuda_available),
+      BV_FN("clock", bv_clock),     BV_FN("fullmatch", bv_fullmatch),
+      BV_FN("rematch", bv_rematch),
+      BV_FN("handle_stop_signals", bv_handle_stop_signals),
+      BV_FN("stop_requested", bv_stop_requested),
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

@@ -20,8 +20,8 @@ local labels = bv.zeros({batch, 1000})
 for i = 1, batch do labels[{i, rng:integer(1, 1000)}] = 1 end
 
 local function step()
-  local _, grads = bv.train.loss_and_grads(model.name, model.cfg_json, params, images, labels,
-                                           {loss = "softmax_xent"})
+  local _, grads = model:loss_and_grads(params, {image = images, labels = labels},
+                                        {loss = "softmax_xent"})
   opt:update(params, grads, {norms = false})  -- as the trainer between log steps
 end
 step()  -- warm-up

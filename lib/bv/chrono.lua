@@ -331,4 +331,21 @@ function Chrono:log_timing_avg(name, fn, opts)
   return table.unpack(results, 1, results.n)
 end
 
+-- big_vision's utils.steps: the `prefix` duration of `config` (prefix_steps, _examples, _epochs
+-- or _percent, at most one of them) in steps. data_size, batch_size and total_steps may be nil
+-- where unknown (the duration then must not need them); without `fallback` a missing duration is
+-- an error naming the prefix.
+--   chrono.steps("total", config, ntrain, batch_size)
+--   chrono.steps("log_training", config, ntrain, batch_size, total_steps)
+function M.steps(prefix, config, data_size, batch_size, total_steps, fallback)
+  return bv._durations.steps(prefix, require("bv.json").encode(config or {}), data_size,
+                            batch_size, total_steps or 0, fallback)
+end
+
+-- big_vision's utils.itstime: whether `step` is one of every `every` steps out of `total`
+-- (opts: first = true, last = true, drop_close_to_last = 0.25). every = nil or 0: never.
+function M.itstime(step, every, total, opts)
+  return bv._durations.itstime(step, every, total, opts)
+end
+
 return M

@@ -1,5 +1,6 @@
--- bv.losses: big_vision's classification losses (utils.softmax_xent, utils.sigmoid_xent), on
--- bv tensors, called with a table of keyword arguments as in big_vision:
+-- bv.losses: big_vision's losses (utils.softmax_xent, utils.sigmoid_xent, PaliGemma's token
+-- loss) for the evaluators. The math is runtime/train/losses.cpp, the same functions the
+-- training step calls; here they take a table of keyword arguments as in big_vision:
 --
 --   local per_example = losses.softmax_xent({logits = logits, labels = labels, reduction = false})
 --
@@ -31,25 +32,26 @@ end
 -- entropy (sum(labels * log(max(labels, 1e-8)))), giving the KL divergence.
 function M.softmax_xent(kw)
   local logits, labels, reduce = check("softmax_xent", kw)
-  local nll = -(labels * logits:log_softmax(-1)):sum(-1)
-  if kw.kl then
-    nll = nll + (labels * labels:clamp(1e-8):log()):sum(-1)
-  end
+  local nll = bv._losses.softmax_xent(logits, labels, kw.kl or false)
   return reduce and nll:mean() or nll
 end
-
--- log(sigmoid(x)) computed stably: min(x, 0) - log(1 + exp(-|x|)).
-local function log_sigmoid(x)
-  return x:clamp(nil, 0) - ((-x:abs()):exp() + 1):log()
-end
-M.log_sigmoid = log_sigmoid
 
 -- -sum(y log(sigmoid(l)) + (1 - y) log(sigmoid(-l))) over the last axis.
 function M.sigmoid_xent(kw)
   local logits, labels, reduce = check("sigmoid_xent", kw)
-  local nll = -(labels * log_sigmoid(logits) + (1 - labels) * log_sigmoid(-logits)):sum(-1)
+  local nll = bv._losses.sigmoid_xent(logits, labels)
   return reduce and nll:mean() or nll
 end
+
+-- log(sigmoid(x)), stable for large |x|.
+M.log_sigmoid = bv._losses.log_sigmoid
+
+-- One of the losses above by name, per example: per_example_loss("softmax_xent", logits, labels).
+M.per_example_loss = bv._losses.per_example_loss
+
+-- PaliGemma's token loss: -log p(target) per position, [B, T] from logits [B, T, V] and targets
+-- [B, T]; with label_smoothing s the target is 1 - s on the true token and s / (V - 1) elsewhere.
+M.token_nll = bv._losses.token_nll
 
 -- The loss names the classification evaluator accepts, sorted.
 function M.names()

@@ -4,6 +4,9 @@
 --   m:param_shapes()              -- {{name=, shape=, dtype=, scan=}, ...} sorted, nothing allocated
 --   local params = m:init(0)      -- name -> tensor, big_vision's names and shapes
 --   local logits, out = m:apply(params, images, {train = false})  -- images: NHWC float
+--   local loss, grads = m:loss_and_grads(params, batch, {loss = "softmax_xent"})
+-- The model is built once into a native handle (m.native: the registry entry and the parsed
+-- config); every call below goes through it.
 local json = require "bv.json"
 
 local M = {}
@@ -14,10 +17,9 @@ Model.__index = Model
 function M.build(name, cfg)
   if type(name) ~= "string" then error("models.build: expected a model name", 2) end
   cfg = cfg or {}
-  local text = json.encode(cfg, {what = "model config"})
-  local model = setmetatable({name = name, cfg = cfg, cfg_json = text}, Model)
-  model.specs = bv._models.param_specs(name, text)  -- validates the config now
-  return model
+  local native = bv._models.build(name, json.encode(cfg, {what = "model config"}))
+  return setmetatable({name = name, cfg = cfg, native = native,
+                       specs = bv._models.param_specs(native)}, Model)
 end
 
 function M.names() return bv._models.names() end
@@ -39,14 +41,14 @@ function Model:param_count()
 end
 
 function Model:init(seed)
-  return bv._models.init(self.name, self.cfg_json, seed or 0)
+  return bv._models.init(self.native, seed or 0)
 end
 
 -- Puts parameters in the memory layout the model computes fastest with (BiT: conv kernels in
 -- OIHW memory behind their HWIO shape). Values, names and shapes are unchanged. init already
 -- does it; call it after replacing parameters (resume, model_init). Returns params.
 function Model:relayout(params)
-  bv._models.relayout(self.name, params)
+  bv._models.relayout(self.native, params)
   return params
 end
 
@@ -58,8 +60,37 @@ function Model:apply(params, ...)
     opts = args[args.n]
     args.n = args.n - 1
   end
-  return bv._models.apply(self.name, self.cfg_json, params, opts.train or false,
+  return bv._models.apply(self.native, params, opts.train or false,
                           table.unpack(args, 1, args.n))
+end
+
+local PALIGEMMA = "proj.paligemma.paligemma"
+
+-- One training step's forward, loss and backward (runtime/train/step.cpp), the batch from the
+-- pp: classifiers take {image =, labels =} (one-hot or multi-hot), PaliGemma takes {image =,
+-- text =, mask_ar =, mask_loss =} (the prefix-LM loss). opts = {loss = "sigmoid_xent" |
+-- "softmax_xent" (classifiers), label_smoothing = 0 (PaliGemma), accum_steps = 1,
+-- mixup_p = 0 and rng (classifiers), autocast = "bfloat16" | "float16" | nil}.
+-- Returns the batch's mean loss (a number) and name -> gradient.
+function Model:loss_and_grads(params, batch, opts)
+  opts = opts or {}
+  if type(batch) ~= "table" or not bv.is_tensor(batch.image) then
+    error("loss_and_grads: the batch must be a table with an image tensor", 2)
+  end
+  if self.name == PALIGEMMA then
+    for _, key in ipairs({"text", "mask_ar", "mask_loss"}) do
+      if not bv.is_tensor(batch[key]) then
+        error(string.format("loss_and_grads: PaliGemma's batch needs '%s' (use "
+          .. "bv.paligemma.combine_and_keep_train in the pp)", key), 2)
+      end
+    end
+    return bv._models.lm_loss_and_grads(self.native, params, batch.image, batch.text,
+                                        batch.mask_ar, batch.mask_loss, opts)
+  end
+  if not bv.is_tensor(batch.labels) then
+    error("loss_and_grads: the batch needs 'labels' (use onehot(num_classes) in the pp)", 2)
+  end
+  return bv._models.loss_and_grads(self.native, params, batch.image, batch.labels, opts)
 end
 
 -- Decoding with a KV cache (Gemma, PaliGemma): prefill runs the prompt once and keeps every
@@ -70,8 +101,6 @@ end
 --   proj.paligemma.paligemma (the prompt may end in padding, input_mask 0):
 --     local logits, cache = m:prefill(params, {image =, text =, mask_ar =, input_mask =},
 --                                     {max_decode_len = 16})      -- logits [B, vocab]
-local PALIGEMMA = "proj.paligemma.paligemma"
-
 function Model:prefill(params, tokens, opts)
   opts = opts or {}
   if self.name == PALIGEMMA then
@@ -80,20 +109,20 @@ function Model:prefill(params, tokens, opts)
       error("prefill: PaliGemma takes a batch table with image and text tensors", 2)
     end
     local ones = bv.ones(b.text:shape(), "int64")
-    return bv._models.paligemma_prefill(self.cfg_json, params, b.image, b.text, b.mask_ar or ones,
+    return bv._models.paligemma_prefill(self.native, params, b.image, b.text, b.mask_ar or ones,
                                         b.input_mask or ones, opts.max_decode_len or 0)
   end
   if self.name ~= "ppp.gemma" then error("prefill: " .. self.name .. " does not decode", 2) end
-  return bv._models.gemma_prefill(self.cfg_json, params, tokens, opts.max_len or tokens:size(2) + 32,
+  return bv._models.gemma_prefill(self.native, params, tokens, opts.max_len or tokens:size(2) + 32,
                                   opts.input_mask)
 end
 
 function Model:extend(params, cache, tokens)
   if self.name == PALIGEMMA then
-    return bv._models.paligemma_extend(self.cfg_json, params, cache, tokens)
+    return bv._models.paligemma_extend(self.native, params, cache, tokens)
   end
   if self.name ~= "ppp.gemma" then error("extend: " .. self.name .. " does not decode", 2) end
-  return bv._models.gemma_extend(self.cfg_json, params, cache, tokens)
+  return bv._models.gemma_extend(self.native, params, cache, tokens)
 end
 
 -- One token per row from logits [B, V] by a big_vision sampler spec ("greedy",

@@ -108,7 +108,7 @@ function M.show(v)
   if type(v) ~= "table" or has_tostring(v) then return tostring(v) end
   if is_model(v) then
     return inspect.tree(v:param_shapes(), {max_rows = M.max_rows, title = string.format(
-      "model %s %s", v.name, v.cfg_json or "")})
+      "model %s %s", v.name, require("bv.json").encode(v.cfg or {}))})
   end
   local items = inspect.tensor_items(v)
   if items then

@@ -86,6 +86,18 @@ GemmaConfig parse_config(const json& cfg) {
   if (cfg.contains("attn_logits_softcap") && !cfg["attn_logits_softcap"].is_null()) {
     c.attn_logits_softcap = cfg["attn_logits_softcap"].get<double>();
   }
+  // Keys big_vision has that this Gemma does not implement: refused unless at their defaults, so
+  // a config never trains differently from what it says.
+  if (cfg.contains("dropout") && !cfg["dropout"].is_null()) {
+    BV_CHECK(cfg["dropout"].is_number() && cfg["dropout"].get<double>() == 0, "gemma: dropout=",
+             cfg["dropout"].dump(), " is not implemented (only 0, big_vision's default)");
+  }
+  for (const char* key : {"cache_dtype", "embed_dtype"}) {
+    if (cfg.contains(key) && !cfg[key].is_null()) {
+      BV_CHECK(cfg[key] == "float32", "gemma: ", key, "=", cfg[key].dump(), " is not implemented "
+               "(only float32; for bf16 compute use config.autocast = \"bfloat16\")");
+    }
+  }
   BV_CHECK(c.num_heads % c.num_kv_heads == 0, "gemma: num_heads ", c.num_heads,
            " is not a multiple of num_kv_heads ", c.num_kv_heads);
   BV_CHECK(c.head_dim % 2 == 0, "gemma: head_dim must be even (RoPE)");

@@ -70,6 +70,13 @@ TextConfig parse_config(const json& cfg) {
   get_int("text_len", &c.text_len);
   if (cfg.contains("dropout")) c.enc.dropout = cfg["dropout"].get<double>();
   if (cfg.contains("scan")) c.enc.scan = cfg["scan"].get<bool>();
+  // As ViT's encoder (big_vision shares it): a scanned encoder rematerialises its layers unless
+  // remat_policy is "none".
+  std::string remat_policy = "nothing_saveable";
+  if (cfg.contains("remat_policy") && !cfg["remat_policy"].is_null()) {
+    remat_policy = cfg["remat_policy"].get<std::string>();
+  }
+  c.enc.remat = c.enc.scan && remat_policy != "none";
   if (cfg.contains("pool_type")) c.pool_type = cfg["pool_type"].get<std::string>();
   static const std::set<std::string> pools = {"last", "first", "mean", "gap", "max", "gmp", "map"};
   BV_CHECK(pools.count(c.pool_type), "text_transformer: unknown pool_type '", c.pool_type, "'");

@@ -1,6 +1,6 @@
 -- Every runnable config resolves, its model builds and its optimizer accepts its settings (no
 -- data needed): a typo in a config fails here, not an hour into a run.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local config = require "bv.config"
 local json = require "bv.json"
 
@@ -17,7 +17,7 @@ for _, spec in ipairs(CONFIGS) do
     local model = bv.models.build(c.model_name, model_cfg)
     T.truthy(model:param_count() > 0, "parameters")
     local ntrain = spec:find("i1k") and 1281167 or 10000  -- ImageNet's train split, or lines'
-    local total = bv.optim.steps("total", json.encode(c), ntrain, c.input.batch_size, 0)
+    local total = require("bv.chrono").steps("total", c, ntrain, c.input.batch_size)
     T.truthy(total > 0, "total steps")
     local opt = bv.optim.new(json.encode(c), model:param_shapes(),
                              {total_steps = total, batch_size = c.input.batch_size, data_size = ntrain})

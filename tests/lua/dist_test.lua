@@ -1,7 +1,7 @@
 -- bv.dist in a single process (no RANK/WORLD_SIZE set): the environment, a group of one whose
 -- collectives are identities, the in-process store, and argument errors that name the culprit.
 -- Real multi-process groups: tests/cpp/dist_test.cpp and tests/cli/dist_launch_test.sh.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 T.test("env without torchrun's variables is one process", function()
   local e = bv.dist.env()
@@ -49,7 +49,7 @@ T.test("fsdp in one process: placeholders resolve to the parts, gradients reach 
                                     scan = true, head_zeroinit = false})
   local p = m:init(0)
   local x, y = bv.randn({2, 8, 8, 3}, bv.rng(1)), bv.tensor({{1.0, 0, 0}, {0, 1.0, 0}})
-  local loss0, grads0 = bv.train.loss_and_grads(m.name, m.cfg_json, p, x, y)
+  local loss0, grads0 = m:loss_and_grads(p, {image = x, labels = y})
   local stack = "Transformer/encoderblock/MlpBlock_0/Dense_0/kernel"
   local fs = bv.dist.fsdp(g, {{name = stack, value = p[stack], owners = {0, 0}},
                               {name = "head/kernel", value = p["head/kernel"], owners = {0}}})
@@ -57,7 +57,7 @@ T.test("fsdp in one process: placeholders resolve to the parts, gradients reach 
   for k, v in pairs(p) do held[k] = v end
   held[stack], held["head/kernel"] = fs:placeholder(stack), fs:placeholder("head/kernel")
   T.truthy(fs:part(stack):equal(p[stack]), "one process owns all of it")
-  local loss1, grads1 = fs:run(bv.train.loss_and_grads, m.name, m.cfg_json, held, x, y)
+  local loss1, grads1 = fs:run(m.loss_and_grads, m, held, {image = x, labels = y})
   T.near(loss1, loss0, 1e-6)
   local mine = fs:take_grads()
   T.truthy(mine[stack]:allclose(grads0[stack], 1e-5, 1e-7), "the stack's gradient")

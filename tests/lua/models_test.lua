@@ -1,6 +1,6 @@
 -- bv.models: parameter trees with big_vision's names and shapes, counts without allocating,
 -- the scanned and per-layer forms, and the failure modes.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local function shapes(m)
   local out = {}
@@ -288,6 +288,19 @@ T.test("failure modes name the culprit", function()
            'vit: dtype_mm="bfloat16" is not implemented (only "float32"); for bfloat16 matmuls ' ..
            'set config.autocast = "bfloat16"')
   bv.models.build("vit", {variant = "mu/4", image_size = 8, dtype_mm = "float32"})
+  -- Gemma's keys that are not implemented are refused unless at big_vision's defaults.
+  local g = {variant = "gemma_2b", width = 16, depth = 1, mlp_dim = 32, num_heads = 2,
+             num_kv_heads = 1, head_dim = 8, vocab_size = 32}
+  local function gemma(extra)
+    local cfg = {}
+    for k, v in pairs(g) do cfg[k] = v end
+    for k, v in pairs(extra) do cfg[k] = v end
+    return bv.models.build("ppp.gemma", cfg)
+  end
+  gemma({dropout = 0, embed_dtype = "float32"})
+  T.raises(function() gemma({dropout = 0.1}) end, "gemma: dropout=0.1 is not implemented")
+  T.raises(function() gemma({cache_dtype = "bfloat16"}) end,
+           'gemma: cache_dtype="bfloat16" is not implemented')
   local m = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
   local p = m:init(0)
   T.raises(function() m:apply(p, bv.zeros({1, 8, 8})) end, "images must be [n, H, W, 3]")

@@ -1,5 +1,6 @@
--- bv.optim from Lua: big_vision's optimizer on a small ViT's parameters, durations, itstime.
-local T = require "bv.testing"
+-- bv.optim from Lua: big_vision's optimizer on a small ViT's parameters; durations and itstime
+-- (bv.chrono), which the schedules share.
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 
 local model = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
@@ -183,17 +184,17 @@ T.test("errors name the culprit and the script line", function()
   T.raises(function() opt:frozen("nope") end, "nope")
 end)
 
-T.test("bv.optim.steps and bv.optim.itstime", function()
-  local steps = bv.optim.steps
-  T.eq(steps("warmup", json.encode({warmup_epochs = 2}), 1000, 100, 50), 20)
-  T.eq(steps("warmup", json.encode({warmup_percent = 0.25}), nil, nil, 10), 2)  -- 2.5 -> 2
-  T.eq(steps("warmup", json.encode({warmup_examples = 350}), nil, 100), 4)      -- 3.5 -> 4
-  T.eq(steps("total", json.encode({total_steps = 7}), 1000, 100), 7)
-  T.eq(steps("ckpt", json.encode({}), 1000, 100, 50, 0), 0)
-  T.raises(function() steps("ckpt", json.encode({}), 1000, 100, 50) end, "'ckpt'")
-  T.raises(function() steps("w", json.encode({w_steps = 1, w_epochs = 1}), 10, 1) end, "w_epochs")
+T.test("bv.chrono.steps and bv.chrono.itstime (big_vision's utils.steps, utils.itstime)", function()
+  local steps = require("bv.chrono").steps
+  T.eq(steps("warmup", {warmup_epochs = 2}, 1000, 100, 50), 20)
+  T.eq(steps("warmup", {warmup_percent = 0.25}, nil, nil, 10), 2)  -- 2.5 -> 2
+  T.eq(steps("warmup", {warmup_examples = 350}, nil, 100), 4)      -- 3.5 -> 4
+  T.eq(steps("total", {total_steps = 7}, 1000, 100), 7)
+  T.eq(steps("ckpt", {}, 1000, 100, 50, 0), 0)
+  T.raises(function() steps("ckpt", {}, 1000, 100, 50) end, "'ckpt'")
+  T.raises(function() steps("w", {w_steps = 1, w_epochs = 1}, 10, 1) end, "w_epochs")
 
-  local itstime = bv.optim.itstime
+  local itstime = require("bv.chrono").itstime
   T.eq(itstime(1, 10, 100), true)
   T.eq(itstime(1, 10, 100, {first = false}), false)
   T.eq(itstime(20, 10, 100), true)

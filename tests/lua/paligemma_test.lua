@@ -1,6 +1,6 @@
 -- PaliGemma's training step and decoding on a tiny model: which tokens carry the loss, the KV
 -- cache against full forward passes, samplers, the decode predict function.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local predict_fns = require "bv.trainers.proj.paligemma.predict_fns"
 
 local function tiny()
@@ -16,14 +16,14 @@ T.test("token_nll and label smoothing follow big_vision's formula", function()
   local logits = bv.randn({1, 2, 5}, bv.rng(1))
   local targets = bv.tensor({{2, 4}})
   local logp = logits:log_softmax(3)
-  local nll = bv.train.token_nll(logits, targets)
+  local nll = require("bv.losses").token_nll(logits, targets)
   T.near(nll[{1, 1}]:item(), -logp[{1, 1, 3}]:item(), 1e-6)   -- ids are 0-based, Lua 1-based
   T.near(nll[{1, 2}]:item(), -logp[{1, 2, 5}]:item(), 1e-6)
   local s = 0.1
-  local smooth = bv.train.token_nll(logits, targets, s)
+  local smooth = require("bv.losses").token_nll(logits, targets, s)
   local want = -((1 - s) * logp[{1, 1, 3}]:item() + s / 4 * (logp[{1, 1}]:sum():item() - logp[{1, 1, 3}]:item()))
   T.near(smooth[{1, 1}]:item(), want, 1e-5)
-  T.raises(function() bv.train.token_nll(logits, bv.tensor({1, 2})) end, "must be [B, T, V] and [B, T]")
+  T.raises(function() require("bv.losses").token_nll(logits, bv.tensor({1, 2})) end, "must be [B, T, V] and [B, T]")
 end)
 
 T.test("remat (scanned ViT by default, Gemma's remat_policy) gives the same loss and gradients", function()
@@ -38,8 +38,8 @@ T.test("remat (scanned ViT by default, Gemma's remat_policy) gives the same loss
     local text = bv.tensor({{2, 5, 6, 7, 1, 0}, {2, 9, 3, 1, 0, 0}})
     local mask_ar = bv.tensor({{0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}})
     local mask_loss = bv.tensor({{0, 0, 1, 1, 1, 0}, {0, 0, 1, 1, 0, 0}})
-    return bv.train.lm_loss_and_grads(m.name, m.cfg_json, p, img, text, mask_ar, mask_loss,
-                                      {accum_steps = 2})
+    return m:loss_and_grads(p, {image = img, text = text, mask_ar = mask_ar, mask_loss = mask_loss},
+                            {accum_steps = 2})
   end
   local l0, g0 = grads_of("none", "none")
   local l1, g1 = grads_of("nothing_saveable", "nothing_saveable")
@@ -53,7 +53,7 @@ T.test("remat (scanned ViT by default, Gemma's remat_policy) gives the same loss
   T.raises(function()
     local m = bv.models.build("vit", {variant = "mu/4", image_size = 8, num_classes = 2,
                                       scan = true, dropout = 0.1})
-    bv.train.loss_and_grads("vit", m.cfg_json, m:init(0), bv.zeros({1, 8, 8, 3}), bv.ones({1, 2}))
+    m:loss_and_grads(m:init(0), {image = bv.zeros({1, 8, 8, 3}), labels = bv.ones({1, 2})})
   end, "needs dropout 0")
 end)
 
@@ -63,11 +63,11 @@ T.test("prefix-LM loss: only mask_loss positions of text[:, 1:] count, per examp
   local text = bv.tensor({{2, 5, 6, 7, 1, 0}, {2, 9, 3, 1, 0, 0}})
   local mask_ar = bv.tensor({{0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}})
   local mask_loss = bv.tensor({{0, 0, 1, 1, 1, 0}, {0, 0, 1, 1, 0, 0}})
-  local loss, grads = bv.train.lm_loss_and_grads(m.name, m.cfg_json, p, img, text, mask_ar,
-                                                 mask_loss)
+  local loss, grads = m:loss_and_grads(p, {image = img, text = text, mask_ar = mask_ar,
+                                           mask_loss = mask_loss})
   -- By hand: logits of text[:, :-1] predict text[:, 1:]; weights mask_loss[:, 1:].
   local logits = m:apply(p, img, text:narrow(2, 1, 5), mask_ar:narrow(2, 1, 5))
-  local nll = bv.train.token_nll(logits, text:narrow(2, 2, 5)):totable()
+  local nll = require("bv.losses").token_nll(logits, text:narrow(2, 2, 5)):totable()
   local w = mask_loss:narrow(2, 2, 5):totable()
   local total = 0
   for b = 1, 2 do
@@ -79,10 +79,12 @@ T.test("prefix-LM loss: only mask_loss positions of text[:, 1:] count, per examp
   T.truthy(grads["llm/embedder/input_embedding"] ~= nil and grads["img/head/kernel"] ~= nil, "grads")
   -- A token that carries no loss and is seen by nobody (the last padding) changes nothing.
   local text2 = bv.tensor({{2, 5, 6, 7, 1, 4}, {2, 9, 3, 1, 0, 0}})
-  local loss2 = bv.train.lm_loss_and_grads(m.name, m.cfg_json, p, img, text2, mask_ar, mask_loss)
+  local loss2 = m:loss_and_grads(p, {image = img, text = text2, mask_ar = mask_ar,
+                                      mask_loss = mask_loss})
   T.near(loss2, loss, 1e-6)
   T.raises(function()
-    bv.train.lm_loss_and_grads(m.name, m.cfg_json, p, img, text, mask_ar:narrow(2, 1, 5), mask_loss)
+    m:loss_and_grads(p, {image = img, text = text, mask_ar = mask_ar:narrow(2, 1, 5),
+                         mask_loss = mask_loss})
   end, "must have text's shape")
 end)
 

@@ -1,5 +1,7 @@
--- bv.train: big_vision's losses, one forward/loss/backward call, gradient accumulation and mixup.
-local T = require "bv.testing"
+-- The training step: big_vision's losses (bv.losses), model:loss_and_grads (one forward/loss/
+-- backward call), gradient accumulation and mixup.
+local T = require "tests.lua.lib.testing"
+local losses = require "bv.losses"
 
 local function model()
   local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
@@ -11,16 +13,16 @@ end
 T.test("losses match their formulas", function()
   local logits = bv.tensor({{2.0, -1.0, 0.5}, {0.0, 0.0, 0.0}})
   local labels = bv.tensor({{1.0, 0.0, 0.0}, {0.0, 0.5, 0.5}})
-  local sm = bv.train.per_example_loss("softmax_xent", logits, labels)
+  local sm = losses.per_example_loss("softmax_xent", logits, labels)
   local lse = math.log(math.exp(2) + math.exp(-1) + math.exp(0.5))
   T.near(sm[1]:item(), lse - 2, 1e-6)
   T.near(sm[2]:item(), math.log(3), 1e-6)
-  local sg = bv.train.per_example_loss("sigmoid_xent", logits, labels)
+  local sg = losses.per_example_loss("sigmoid_xent", logits, labels)
   local function softplus(x) return math.log(1 + math.exp(x)) end
   T.near(sg[1]:item(), softplus(-2) + softplus(-1) + softplus(0.5), 1e-6)
   T.near(sg[2]:item(), 3 * math.log(2), 1e-6)
-  T.raises(function() bv.train.per_example_loss("hinge", logits, labels) end, "unknown loss 'hinge'")
-  T.raises(function() bv.train.per_example_loss("softmax_xent", logits, bv.zeros({2, 4})) end,
+  T.raises(function() losses.per_example_loss("hinge", logits, labels) end, "unknown loss 'hinge'")
+  T.raises(function() losses.per_example_loss("softmax_xent", logits, bv.zeros({2, 4})) end,
            "logits [2x3] and labels [2x4] differ")
 end)
 
@@ -30,7 +32,7 @@ T.test("a few steps of gradient descent lower the loss", function()
   local y = bv.tensor({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}}, "float32")
   local first, last
   for step = 1, 15 do
-    local loss, g = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y, {loss = "softmax_xent"})
+    local loss, g = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
     first = first or loss
     last = loss
     for k, v in pairs(g) do p[k]:copy_(p[k] - 0.1 * v) end
@@ -42,11 +44,11 @@ T.test("accum_steps gives the full batch's gradient", function()
   local m, p = model()
   local x = bv.randn({6, 8, 8, 3}, bv.rng(2))
   local y = bv.tensor({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, "float32")
-  local l1, g1 = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y)
-  local l3, g3 = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y, {accum_steps = 3})
+  local l1, g1 = m:loss_and_grads(p, {image = x, labels = y})
+  local l3, g3 = m:loss_and_grads(p, {image = x, labels = y}, {accum_steps = 3})
   T.near(l3, l1, 1e-6)
   for k, v in pairs(g1) do T.truthy(g3[k]:allclose(v, 1e-4, 1e-6), k) end
-  T.raises(function() bv.train.loss_and_grads("vit", m.cfg_json, p, x, y, {accum_steps = 4}) end,
+  T.raises(function() m:loss_and_grads(p, {image = x, labels = y}, {accum_steps = 4}) end,
            "not divisible by accum_steps 4")
 end)
 
@@ -59,9 +61,9 @@ T.test("bf16 autocast: close to float32, not equal; gradients stay float32", fun
     local m = bv.models.build(name, cfg)
     local p = m:init(0)
     p["head/kernel"] = bv.randn(p["head/kernel"]:shape(), bv.rng(9)) * 0.1
-    local l32, g32 = bv.train.loss_and_grads(name, m.cfg_json, p, x, y, {loss = "softmax_xent"})
-    local l16, g16 = bv.train.loss_and_grads(name, m.cfg_json, p, x, y,
-                                             {loss = "softmax_xent", autocast = "bfloat16"})
+    local l32, g32 = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
+    local l16, g16 = m:loss_and_grads(p, {image = x, labels = y},
+                                      {loss = "softmax_xent", autocast = "bfloat16"})
     T.truthy(l16 ~= l32, name .. ": bf16 gave exactly the float32 loss (autocast off?)")
     T.near(l16, l32, 0.02 * l32, name .. " loss")
     for k, g in pairs(g32) do
@@ -72,13 +74,12 @@ T.test("bf16 autocast: close to float32, not equal; gradients stay float32", fun
       T.truthy(err <= 0.1 * scale + 1e-3, string.format("%s %s: %g vs %g", name, k, err, scale))
     end
     -- The scope ends with the step: a plain forward afterwards is float32 again.
-    local again = bv.train.loss_and_grads(name, m.cfg_json, p, x, y, {loss = "softmax_xent"})
+    local again = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
     T.eq(again, l32)
   end
   T.raises(function()
-    bv.train.loss_and_grads("vit", bv.models.build("vit", {variant = "mu/4", num_classes = 3,
-      image_size = 8}).cfg_json, bv.models.build("vit", {variant = "mu/4", num_classes = 3,
-      image_size = 8}):init(0), x, y, {autocast = "fp8"})
+    local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
+    m:loss_and_grads(m:init(0), {image = x, labels = y}, {autocast = "fp8"})
   end, "autocast: unknown dtype 'fp8'")
 end)
 
@@ -86,9 +87,9 @@ T.test("mixup draws from the given stream", function()
   local m, p = model()
   local x = bv.randn({4, 8, 8, 3}, bv.rng(3))
   local y = bv.tensor({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}}, "float32")
-  local a = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y, {mixup_p = 0.2, rng = bv.rng(5)})
-  local b = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y, {mixup_p = 0.2, rng = bv.rng(5)})
-  local plain = bv.train.loss_and_grads("vit", m.cfg_json, p, x, y)
+  local a = m:loss_and_grads(p, {image = x, labels = y}, {mixup_p = 0.2, rng = bv.rng(5)})
+  local b = m:loss_and_grads(p, {image = x, labels = y}, {mixup_p = 0.2, rng = bv.rng(5)})
+  local plain = m:loss_and_grads(p, {image = x, labels = y})
   T.eq(a, b)
   T.truthy(a ~= plain, "mixup changes the loss")
 end)

@@ -8,6 +8,7 @@
 -- avg.
 local evaluators = require "bv.evaluators"
 local mean = require "bv.evaluators.mean"
+local losses = require "bv.losses"
 
 local M = {}
 
@@ -32,7 +33,7 @@ function M.new(predict_fn, cfg)
       error(string.format("perplexity: %d logits per example but %d labels (shift_labels?)",
                           logits:size(2), labels:size(2)), 0)
     end
-    local sum = (bv.train.token_nll(logits, labels) * weights):sum(2)
+    local sum = (losses.token_nll(logits, labels) * weights):sum(2)
     return {sum = sum, avg = sum / weights:sum(2):clamp(2e-38)}
   end
   return mean.new(per_example, cfg)

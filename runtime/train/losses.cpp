@@ -1,4 +1,4 @@
-#include "train/step.h"
+#include "train/losses.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -22,28 +22,36 @@ void check_pair(const at::Tensor& logits, const at::Tensor& labels, const char* 
 
 }  // namespace
 
-at::Tensor softmax_xent(const at::Tensor& logits, const at::Tensor& labels) {
-  return per_example_loss("softmax_xent", logits, labels).mean();
+at::Tensor softmax_xent(const at::Tensor& logits, const at::Tensor& labels, bool kl) {
+  check_pair(logits, labels, "softmax_xent");
+  at::Tensor y = labels.to(logits.scalar_type());
+  at::Tensor nll = -(y * at::log_softmax(logits, -1)).sum(-1);
+  if (kl) nll = nll + (y * y.clamp_min(1e-8).log()).sum(-1);
+  return nll;
 }
 
 at::Tensor sigmoid_xent(const at::Tensor& logits, const at::Tensor& labels) {
-  return per_example_loss("sigmoid_xent", logits, labels).mean();
+  check_pair(logits, labels, "sigmoid_xent");
+  at::Tensor y = labels.to(logits.scalar_type());
+  // log σ(l) = -softplus(-l): stable for large |l|.
+  at::Tensor log_p = -at::softplus(-logits), log_not_p = -at::softplus(logits);
+  return -(y * log_p + (1 - y) * log_not_p).sum(-1);
 }
 
 at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
                             const at::Tensor& labels) {
-  at::Tensor y = labels.to(logits.scalar_type());
-  if (name == "softmax_xent") {
-    check_pair(logits, labels, "softmax_xent");
-    return -(y * at::log_softmax(logits, -1)).sum(-1);
-  }
-  if (name == "sigmoid_xent") {
-    check_pair(logits, labels, "sigmoid_xent");
-    // log σ(l) = -softplus(-l): stable for large |l|.
-    at::Tensor log_p = -at::softplus(-logits), log_not_p = -at::softplus(logits);
-    return -(y * log_p + (1 - y) * log_not_p).sum(-1);
-  }
+  if (name == "softmax_xent") return softmax_xent(logits, labels);
+  if (name == "sigmoid_xent") return sigmoid_xent(logits, labels);
   fail("unknown loss '", name, "' (softmax_xent or sigmoid_xent)");
+}
+
+void mixup(at::Generator& gen, double p, at::Tensor& images, at::Tensor& labels) {
+  // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws.
+  at::Tensor g = at::_standard_gamma(at::full({2}, p, at::kDouble), gen);
+  double a = (g[0] / g.sum()).item<double>();
+  a = std::max(a, 1 - a);
+  images = a * images + (1 - a) * at::roll(images, {1}, {0});
+  labels = a * labels + (1 - a) * at::roll(labels, {1}, {0});
 }
 
 namespace {
@@ -105,12 +113,7 @@ Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cf
   at::Tensor x = images.to(at::kFloat), y = labels.to(at::kFloat);
   if (opts.mixup_p > 0) {
     BV_CHECK(rng, "mixup needs a random stream");
-    // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws; mixing with the batch rolled by one.
-    at::Tensor g = at::_standard_gamma(at::full({2}, opts.mixup_p, at::kDouble), rng->gen);
-    double a = (g[0] / g.sum()).item<double>();
-    a = std::max(a, 1 - a);
-    x = a * x + (1 - a) * at::roll(x, {1}, {0});
-    y = a * y + (1 - a) * at::roll(y, {1}, {0});
+    mixup(rng->gen, opts.mixup_p, x, y);
   }
   return accumulate(
       params, batch, opts,

@@ -1,6 +1,7 @@
-// The training step's native half: forward, loss and backward in one call (the optimizer update
-// follows, runtime/optim). Losses are big_vision's (utils.softmax_xent, utils.sigmoid_xent);
-// mixup is train.py's.
+// big_vision's losses, in one place for the training step and the evaluators: utils.softmax_xent,
+// utils.sigmoid_xent, PaliGemma's token loss and utils.get_mixup. Below them, the training step's
+// native half that uses them: forward, loss and backward in one call (the optimizer update
+// follows, runtime/optim/optimizer.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -14,17 +15,23 @@
 
 namespace bv::train {
 
-// mean over the batch of -Σ labels * log_softmax(logits)
-at::Tensor softmax_xent(const at::Tensor& logits, const at::Tensor& labels);
-// mean over the batch of -Σ [y log σ(l) + (1 - y) log σ(-l)] (summed over classes)
+// Per example (any leading dimensions, classes last; labels one-hot, multi-hot or soft, of the
+// logits' shape): -Σ labels * log_softmax(logits); kl = true adds Σ labels * log(max(labels,
+// 1e-8)), the labels' negative entropy, giving the KL divergence.
+at::Tensor softmax_xent(const at::Tensor& logits, const at::Tensor& labels, bool kl = false);
+// Per example: -Σ [y log σ(l) + (1 - y) log σ(-l)] over the classes.
 at::Tensor sigmoid_xent(const at::Tensor& logits, const at::Tensor& labels);
-// Per-example losses [B] (for evaluators), by big_vision's name.
+// One of the two by big_vision's name ("softmax_xent", "sigmoid_xent"), per example.
 at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
                             const at::Tensor& labels);
 
 // big_vision's PaliGemma token loss: -Σ_v target·log_softmax(logits) per position, [B, T], with
 // target 1 - s on the true token and s / (V - 1) elsewhere (s = label_smoothing).
 at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets, double label_smoothing = 0);
+
+// big_vision's get_mixup as train.py uses it: a ~ Beta(p, p), a = max(a, 1 - a), and each of
+// `images` and `labels` mixed with itself rolled by one along the batch. Draws from `gen`.
+void mixup(at::Generator& gen, double p, at::Tensor& images, at::Tensor& labels);
 
 struct StepOptions {
   std::string loss = "sigmoid_xent";  // big_vision's default
