@@ -1,5 +1,5 @@
 // bv.ckpt training checkpoints and safetensors files:
-//   bv.ckpt.save(workdir, step, tensors, state [, {keep = bool}])
+//   bv.ckpt.save(workdir, step, tensors, state [, {keep = bool}]) -> {warning, ...}
 //   bv.ckpt.load(workdir) -> nil | {step=, tensors={name=tensor}, state={...}, path=, warning=,
 //                                   keep=}
 //   bv.ckpt.list(workdir) -> {steps...}
@@ -78,7 +78,8 @@ void call_json(lua_State* L, const char* fn, int arg, const std::string& what) {
   }
 }
 
-// bv.ckpt.save(workdir, step, tensors, state [, {keep = bool}])
+// bv.ckpt.save(workdir, step, tensors, state [, {keep = bool}]) -> warnings (a list, usually
+// empty: leftovers that could not be deleted), for the caller to show
 int ckpt_save(lua_State* L) {
   std::string workdir = luaL_checkstring(L, 1);
   int64_t step = check_int(L, 2);
@@ -107,8 +108,13 @@ int ckpt_save(lua_State* L) {
     keep = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
-  ckpt::save_checkpoint(workdir, step, tensors, state, keep);
-  return 0;
+  std::vector<std::string> warnings = ckpt::save_checkpoint(workdir, step, tensors, state, keep);
+  lua_createtable(L, static_cast<int>(warnings.size()), 0);
+  for (size_t i = 0; i < warnings.size(); ++i) {
+    lua_pushstring(L, warnings[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
 }
 
 // bv.ckpt.load(workdir) -> nil | {step, tensors, state, path, warning, keep}

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 
 #include "ckpt/safetensors.h"
 #include "core/error.h"
@@ -83,24 +82,24 @@ bool process_alive(long pid) {
   return true;
 }
 
-void warn(const std::string& message) { std::cerr << "bvlua: warning: " << message << std::endl; }
-
 // Deletes a directory so that it never exists half-deleted under a checkpoint's name: it is first
 // renamed to a *.tmp-<pid> name, which loaders ignore and the next save cleans up if we die.
-void remove_checkpoint_dir(const std::string& workdir, const std::string& name) {
+void remove_checkpoint_dir(const std::string& workdir, const std::string& name,
+                           std::vector<std::string>& warnings) {
   std::string trash = join(workdir, name + pid_suffix() + ".del");
   std::error_code ec;
   stdfs::rename(join(workdir, name), trash, ec);
   if (ec) {
-    warn("could not delete old checkpoint '" + join(workdir, name) + "': " + ec.message());
+    warnings.push_back("could not delete old checkpoint '" + join(workdir, name) + "': " +
+                       ec.message());
     return;
   }
   stdfs::remove_all(trash, ec);
-  if (ec) warn("could not delete '" + trash + "': " + ec.message());
+  if (ec) warnings.push_back("could not delete '" + trash + "': " + ec.message());
 }
 
 // Removes checkpoint leftovers (ckpt-*.tmp-<pid>*, LAST.tmp-<pid>) of processes that are gone.
-void remove_stale_tmp(const std::string& workdir) {
+void remove_stale_tmp(const std::string& workdir, std::vector<std::string>& warnings) {
   std::error_code ec;
   for (const auto& entry : stdfs::directory_iterator(workdir, ec)) {
     std::string name = entry.path().filename().string();
@@ -110,7 +109,10 @@ void remove_stale_tmp(const std::string& workdir) {
     if (pid <= 0 || pid == ::getpid() || process_alive(pid)) continue;
     std::error_code rm_ec;
     stdfs::remove_all(entry.path(), rm_ec);
-    if (rm_ec) warn("could not remove stale '" + entry.path().string() + "': " + rm_ec.message());
+    if (rm_ec) {
+      warnings.push_back("could not remove stale '" + entry.path().string() + "': " +
+                         rm_ec.message());
+    }
   }
 }
 
@@ -145,7 +147,8 @@ std::optional<json> read_manifest_json(const std::string& dir) {
 
 // Deletes every other checkpoint whose manifest says keep=false. Failures are warnings: the new
 // checkpoint is already safe, and a leftover only costs disk space.
-void apply_retention(const std::string& workdir, int64_t saved_step) {
+void apply_retention(const std::string& workdir, int64_t saved_step,
+                     std::vector<std::string>& warnings) {
   std::error_code ec;
   std::vector<std::string> doomed;
   for (const auto& entry : stdfs::directory_iterator(workdir, ec)) {
@@ -158,7 +161,7 @@ void apply_retention(const std::string& workdir, int64_t saved_step) {
     const json& keep = (*manifest)["keep"];
     if (keep.is_boolean() && !keep.get<bool>()) doomed.push_back(name);
   }
-  for (const auto& name : doomed) remove_checkpoint_dir(workdir, name);
+  for (const auto& name : doomed) remove_checkpoint_dir(workdir, name, warnings);
 }
 
 [[noreturn]] void bad(const std::string& dir, const std::string& what) {
@@ -202,9 +205,11 @@ std::string checkpoint_dir_name(int64_t step) {
   return buf;
 }
 
-void save_checkpoint(const std::string& workdir, int64_t step,
-                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                     const std::string& state_json, bool keep) {
+std::vector<std::string> save_checkpoint(
+    const std::string& workdir, int64_t step,
+    const std::vector<std::pair<std::string, at::Tensor>>& tensors, const std::string& state_json,
+    bool keep) {
+  std::vector<std::string> warnings;
   std::string name = checkpoint_dir_name(step);
   json state;
   try {
@@ -213,7 +218,7 @@ void save_checkpoint(const std::string& workdir, int64_t step,
     fail("save_checkpoint step ", step, ": the state is not valid JSON: ", e.what());
   }
   fs::mkdirs(workdir);
-  remove_stale_tmp(workdir);
+  remove_stale_tmp(workdir, warnings);
 
   std::string final_dir = join(workdir, name);
   std::string tmp = final_dir + pid_suffix();
@@ -247,7 +252,8 @@ void save_checkpoint(const std::string& workdir, int64_t step,
     throw;
   }
   write_file_durable(join(workdir, kLastFile), name + "\n");
-  apply_retention(workdir, step);
+  apply_retention(workdir, step, warnings);
+  return warnings;
 }
 
 LoadedCheckpoint load_checkpoint_dir(const std::string& dir) {

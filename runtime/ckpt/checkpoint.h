@@ -43,10 +43,13 @@ struct LoadedCheckpoint {
 // "ckpt-000000042".
 std::string checkpoint_dir_name(int64_t step);
 
-// state_json must be valid JSON (it is stored inside manifest.json). step >= 0.
-void save_checkpoint(const std::string& workdir, int64_t step,
-                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                     const std::string& state_json, bool keep);
+// state_json must be valid JSON (it is stored inside manifest.json). step >= 0. Returns
+// warnings for the caller to show: leftovers that could not be deleted (the new checkpoint is
+// safe; they only cost disk space).
+std::vector<std::string> save_checkpoint(
+    const std::string& workdir, int64_t step,
+    const std::vector<std::pair<std::string, at::Tensor>>& tensors, const std::string& state_json,
+    bool keep);
 
 // The checkpoint LAST names, verified (manifest, size, CRC-32). When LAST is missing or its
 // target fails verification, the newest valid ckpt-* directory instead, with `warning` saying
