@@ -33,11 +33,7 @@ void push_entry(lua_State* L, const ckpt::IndexEntry& e) {
   lua_createtable(L, 0, 4);
   lua_pushlstring(L, e.name.data(), e.name.size());
   lua_setfield(L, -2, "name");
-  lua_createtable(L, static_cast<int>(e.shape.size()), 0);
-  for (size_t d = 0; d < e.shape.size(); ++d) {
-    lua_pushinteger(L, e.shape[d]);
-    lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
-  }
+  push_shape(L, e.shape);
   lua_setfield(L, -2, "shape");
   lua_pushstring(L, dtype_name(e.dtype).c_str());
   lua_setfield(L, -2, "dtype");

@@ -207,11 +207,7 @@ int ckpt_safetensors_header(lua_State* L) {
     lua_setfield(L, -2, "name");
     lua_pushstring(L, dtype_name(info.dtype).c_str());
     lua_setfield(L, -2, "dtype");
-    lua_createtable(L, static_cast<int>(info.shape.size()), 0);
-    for (size_t d = 0; d < info.shape.size(); ++d) {
-      lua_pushinteger(L, info.shape[d]);
-      lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
-    }
+    push_shape(L, info.shape);
     lua_setfield(L, -2, "shape");
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }

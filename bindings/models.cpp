@@ -90,11 +90,7 @@ int models_param_specs(lua_State* L) {
     lua_createtable(L, 0, 3);
     lua_pushstring(L, specs[i].name.c_str());
     lua_setfield(L, -2, "name");
-    lua_createtable(L, static_cast<int>(specs[i].shape.size()), 0);
-    for (size_t d = 0; d < specs[i].shape.size(); ++d) {
-      lua_pushinteger(L, specs[i].shape[d]);
-      lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
-    }
+    push_shape(L, specs[i].shape);
     lua_setfield(L, -2, "shape");
     lua_pushstring(L, dtype_name(specs[i].dtype).c_str());
     lua_setfield(L, -2, "dtype");

@@ -261,11 +261,7 @@ int optim_state_spec(lua_State* L) {
     lua_setfield(L, -2, "name");
     lua_pushstring(L, s.param.c_str());
     lua_setfield(L, -2, "param");
-    lua_createtable(L, static_cast<int>(s.shape.size()), 0);
-    for (size_t d = 0; d < s.shape.size(); ++d) {
-      lua_pushinteger(L, s.shape[d]);
-      lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
-    }
+    push_shape(L, s.shape);
     lua_setfield(L, -2, "shape");
     lua_pushstring(L, dtype_name(s.dtype).c_str());
     lua_setfield(L, -2, "dtype");

@@ -33,6 +33,14 @@ at::Tensor* test_tensor(lua_State* L, int arg) {
   return static_cast<at::Tensor*>(luaL_testudata(L, arg, kTensorMeta));
 }
 
+void push_shape(lua_State* L, const std::vector<int64_t>& shape) {
+  lua_createtable(L, static_cast<int>(shape.size()), 0);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    lua_pushinteger(L, shape[d]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(d + 1));
+  }
+}
+
 at::Tensor& check_tensor(lua_State* L, int arg) {
   auto* t = static_cast<at::Tensor*>(luaL_checkudata(L, arg, kTensorMeta));
   if (!t->defined()) luaL_argerror(L, arg, "tensor was released (closed)");
@@ -332,12 +340,7 @@ int bv_stack(lua_State* L) {
 // Introspection and conversion
 
 int t_shape(lua_State* L) {
-  at::Tensor& t = check_tensor(L, 1);
-  lua_createtable(L, static_cast<int>(t.dim()), 0);
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    lua_pushinteger(L, t.size(i));
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_shape(L, check_tensor(L, 1).sizes().vec());
   return 1;
 }
 

@@ -21,9 +21,7 @@
 #include <cstdint>
 #include <string>
 
-namespace at {
-class Tensor;
-}
+#include "core/forward.h"
 
 namespace bv::image {
 

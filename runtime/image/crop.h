@@ -11,13 +11,7 @@
 #include <functional>
 #include <string>
 
-namespace at {
-class Tensor;
-}
-
-namespace bv {
-struct Rng;
-}
+#include "core/forward.h"
 
 namespace bv::image {
 

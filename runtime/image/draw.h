@@ -6,9 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace at {
-class Tensor;
-}
+#include "core/forward.h"
 
 namespace bv::image {
 

@@ -19,13 +19,7 @@
 #include <cstdint>
 #include <string>
 
-namespace at {
-class Tensor;
-}
-
-namespace bv {
-struct Rng;
-}
+#include "core/forward.h"
 
 namespace bv::image {
 

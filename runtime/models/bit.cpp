@@ -174,11 +174,7 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   out.aux.emplace_back("pre_logits_2d", nhwc(x));
   at::Tensor pooled = x.mean({2, 3});
   out.aux.emplace_back("pre_logits", pooled);
-  if (c.num_classes) {
-    pooled = dense(params, "head", pooled, "bit");
-    out.aux.emplace_back("logits", pooled);
-  }
-  out.out = pooled;
+  classifier_head(params, pooled, c.num_classes, "bit", out);
   return out;
 }
 

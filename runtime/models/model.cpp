@@ -120,6 +120,16 @@ at::Tensor dense(const Params& params, const std::string& name, const at::Tensor
   return at::matmul(x, param(params, name + "/kernel", model)) + param(params, name + "/bias", model);
 }
 
+void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,
+                     const char* model, Output& out) {
+  if (num_classes == 0) {
+    out.out = x;
+    return;
+  }
+  out.out = dense(params, "head", x, model);
+  out.aux.emplace_back("logits", out.out);
+}
+
 void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,
                      const std::string& prefix) {
   for (ParamSpec& s : specs) {

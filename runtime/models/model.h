@@ -100,6 +100,11 @@ class ParamSourceScope {
 at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
                  const char* model);
 
+// How big_vision's classifiers end: with num_classes, logits = x @ head/kernel + head/bias
+// (also out.aux["logits"]); without, the representation x itself. Sets out.out.
+void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,
+                     const char* model, Output& out);
+
 // Appends a sub-model's specs with their names under `prefix` ("img/").
 void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,
                      const std::string& prefix);

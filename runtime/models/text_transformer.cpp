@@ -124,11 +124,7 @@ Output text_apply(const json& cfg, const Params& params, const std::vector<at::T
   else if (c.pool_type == "max" || c.pool_type == "gmp") pooled = std::get<0>(x.max(1));
   else pooled = map_head_forward(params, c.enc, x);
   out.aux.emplace_back("pre_logits", pooled);
-  if (c.num_classes) {
-    pooled = dense(params, "head", pooled, "text_transformer");
-    out.aux.emplace_back("logits", pooled);
-  }
-  out.out = pooled;
+  classifier_head(params, pooled, c.num_classes, "text_transformer", out);
   return out;
 }
 

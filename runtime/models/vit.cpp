@@ -424,11 +424,7 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
     pooled = at::tanh(dense(params, "pre_logits", pooled, "vit"));
     out.aux.emplace_back("pre_logits", pooled);
   }
-  if (c.num_classes) {
-    pooled = dense(params, "head", pooled, "vit");
-    out.aux.emplace_back("logits", pooled);
-  }
-  out.out = pooled;
+  classifier_head(params, pooled, c.num_classes, "vit", out);
   return out;
 }
 
