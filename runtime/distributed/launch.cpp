@@ -213,7 +213,8 @@ void signal_running(std::vector<Child>& children, int sig) {
 
 // Restores the launcher's previous SIGINT/SIGTERM handlers on every way out.
 struct SignalScope {
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int = {};
+  struct sigaction old_term = {};
   SignalScope() {
     g_signal = 0;
     struct sigaction sa {};
