@@ -3,6 +3,7 @@
 --   local p = require("bv.progress").new({total_steps = 400})
 --   p:step(120, {loss = 0.51, img_per_sec = 85.2, eta = 80})
 --   p:print("[120] eval/val/prec@1 = 0.71")
+--   p:interrupt(function() io.stderr:write("WARNING: ...\n") end)
 --   p:finish()
 --
 -- On a terminal the step line is rewritten in place (carriage return, then clear to the end of
@@ -74,6 +75,15 @@ function Progress:print(text)
   else
     self._write(text .. "\n")
   end
+end
+
+-- Lets write() put text elsewhere on the terminal (stderr) without breaking the step line: the
+-- line is cleared first and drawn again after. Off a terminal, write() just runs.
+function Progress:interrupt(write)
+  if not (self.tty and self._line) then return write() end
+  self._write("\r\27[K")
+  write()
+  self._write(self._line)
 end
 
 -- Ends the step line (the terminal's cursor moves to a fresh line).

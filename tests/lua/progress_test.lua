@@ -43,4 +43,19 @@ T.test("terminal: the step line is rewritten; messages go above it; finish ends 
              "\n"})
 end)
 
+T.test("interrupt: a terminal's step line is cleared and drawn again; else it just runs", function()
+  local out, write = recorder()
+  local p = progress.new({total_steps = 10, tty = true, write = write})
+  p:interrupt(function() out[#out + 1] = "<before any step>" end)
+  p:step(3, {loss = 1})
+  p:interrupt(function() out[#out + 1] = "<stderr>" end)
+  T.eq(out, {"<before any step>", "\r\27[Kstep 3/10 [30.0%] | loss 1.0000", "\r\27[K", "<stderr>",
+             "step 3/10 [30.0%] | loss 1.0000"})
+  local log_out, log_write = recorder()
+  local q = progress.new({total_steps = 10, tty = false, write = log_write})
+  q:step(3, {loss = 1})
+  q:interrupt(function() log_out[#log_out + 1] = "<stderr>" end)
+  T.eq(log_out, {"step 3/10 [30.0%] | loss 1.0000\n", "<stderr>"})
+end)
+
 T.run()
