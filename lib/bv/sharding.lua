@@ -20,13 +20,21 @@
 -- (so per-tensor optimizer maths, e.g. Adafactor's factored moments, is the single-process
 -- one) or, for a scanned stack whose optimizer treats layers independently, one layer.
 --
+-- What a rank *owns* of a parameter (one word for it here, in the trainers, and in bv.optim's
+-- ctx.owned): what it updates and keeps optimizer state for. That is the whole tensor when the
+-- parameter is replicated (every rank owns its copy) or when the rank is its owner, the rank's
+-- rows (stacked) when it owns some layers of a split stack, and nothing when another rank owns
+-- it. S:owned(params) is that table, the one the optimizer updates; bv.dist.fsdp (held here as
+-- self.fsdp) calls what a rank owns of an fsdp parameter its `part`.
+--
 --   local S = sharding.new(config, group)            -- group: bv.dist.init(...) or nil
 --   local opt, full_spec = sharding.make_optimizer(S, cfg_json, model:param_shapes(), sched)
 --                                                     -- S:plan, then this rank's optimizer
---   params = S:hold(params)                           -- fsdp: keeps this rank's parts
---   loss, grads = S:gradients(params, function(p) return bv.train.loss_and_grads(..., p, ...) end)
---   opt:update(S:opt_params(params), grads); S:sync_params(params)
+--   params = S:hold(params)                           -- fsdp: keeps what this rank owns
+--   loss, grads = S:gradients(params, function(p) return model:loss_and_grads(p, batch) end)
+--   opt:update(S:owned(params), grads); S:sync_params(params)
 --   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
+--   opt:load_state(S:owned_opt_state(opt, checkpointed_state))   -- a resumed run's
 local M = {}
 
 local Sharding = {}
@@ -193,9 +201,10 @@ function Sharding:rows(name, rank)
   return out
 end
 
--- The {name, shape} list of what this rank's optimizer updates: every parameter when nothing
--- is sharded, else the replicated ones, the whole ones it owns, and its rows of split ones.
-function Sharding:opt_shapes()
+-- The {name, shape} list of what this rank owns (its optimizer's parameters): every parameter
+-- when nothing is sharded, else the replicated ones, the whole ones it owns, and its rows of
+-- split ones.
+function Sharding:owned_shapes()
   local out = {}
   for _, name in ipairs(sorted_keys(self.shapes)) do
     local p = self.shapes[name]
@@ -226,10 +235,10 @@ function Sharding:opt_ctx(base)
 end
 
 -- Takes full parameters (every rank has the same values) and returns the table the model
--- reads: fsdp parameters become placeholders and this rank keeps only its parts of them
+-- reads: fsdp parameters become placeholders and this rank keeps only what it owns of them
 -- (bv.dist.fsdp); the rest is as given. Call again after replacing the values.
 function Sharding:hold(params)
-  self.fs = nil
+  self.fsdp = nil
   if not self.sharded then return params end
   local specs, out = {}, {}
   for _, name in ipairs(sorted_keys(params)) do
@@ -242,33 +251,37 @@ function Sharding:hold(params)
     end
   end
   if #specs == 0 then return params end
-  self.fs = bv.dist.fsdp(self.group, specs)
-  for _, s in ipairs(specs) do out[s.name] = self.fs:placeholder(s.name) end
+  self.fsdp = bv.dist.fsdp(self.group, specs)
+  for _, s in ipairs(specs) do out[s.name] = self.fsdp:placeholder(s.name) end
   return out
 end
 
--- What this rank's optimizer updates, from the model's table (see opt_shapes).
-function Sharding:opt_params(params)
+-- What this rank owns, from the model's table: the parameters its optimizer updates (see
+-- owned_shapes). Under fsdp it holds what bv.dist.fsdp keeps for this rank (whole tensors or
+-- rows), not the model's placeholders.
+function Sharding:owned(params)
   if not self.sharded then return params end
   local out = {}
   for name, t in pairs(params) do
     if self.kind[name] == "fsdp" then
-      out[name] = self.fs:part(name)  -- nil when this rank owns none of it
+      out[name] = self.fsdp:part(name)  -- nil when this rank owns none of it
     elseif self:updates(name, self.rank) then
       out[name] = t
     end
   end
   return out
 end
+-- owned's former name, kept for scripts/bench_sharding.lua until it says owned().
+Sharding.opt_params = Sharding.owned
 
 -- loss, grads = fn(params) on this rank's part of the batch, made global: the loss and the
 -- gradients are averaged over ranks (fsdp's during the backward, at their owners; the others
--- by one all-reduce per dtype). Returns the gradients opt_params' parameters need.
+-- by one all-reduce per dtype). Returns the gradients of what this rank owns.
 function Sharding:gradients(params, fn)
   local loss, grads
-  if self.fs then
-    loss, grads = self.fs:run(fn, params)
-    for name, g in pairs(self.fs:take_grads()) do grads[name] = g end
+  if self.fsdp then
+    loss, grads = self.fsdp:run(fn, params)
+    for name, g in pairs(self.fsdp:take_grads()) do grads[name] = g end
   else
     loss, grads = fn(params)
   end
@@ -357,10 +370,10 @@ end
 -- The whole parameters on every rank (fsdp's gathered from their owners: a collective), for
 -- evaluators and checkpoints.
 function Sharding:full_params(params)
-  if not self.fs then return params end
+  if not self.fsdp then return params end
   local out = {}
   for _, name in ipairs(sorted_keys(params)) do
-    out[name] = self.kind[name] == "fsdp" and self.fs:gather(name) or params[name]
+    out[name] = self.kind[name] == "fsdp" and self.fsdp:gather(name) or params[name]
   end
   return out
 end
@@ -371,10 +384,10 @@ local function row_aligned(shape, p)
   return #shape >= 1 and shape[1] == p.shape[1]
 end
 
--- The whole optimizer state, for a checkpoint: rank 0 gets name -> tensor (the owners send
--- their parts to it), the other ranks nil. Collective: every rank must call it. full_spec: the
--- state_spec() of an optimizer over the whole shapes (bv.optim.new(..., {owned = {}}) holds no
--- memory), which tells every rank the shape of every part.
+-- The whole optimizer state, for a checkpoint: rank 0 gets name -> tensor (each rank sends it
+-- the state of what it owns), the other ranks nil. Collective: every rank must call it.
+-- full_spec: the state_spec() of an optimizer over the whole shapes (bv.optim.new(...,
+-- {owned = {}}) holds no memory), which tells every rank the shape of what each rank owns.
 function Sharding:full_opt_state(opt, full_spec)
   local mine = opt:state()
   if not self.sharded then return self.rank == 0 and mine or nil end
@@ -395,7 +408,7 @@ function Sharding:full_opt_state(opt, full_spec)
       if spec_of[name] then place(spec_of[name], t, self:rows(spec_of[name].param, 0)) end
     end
   end
-  for r = 1, self.world - 1 do  -- rank 0's own part is already in `out`
+  for r = 1, self.world - 1 do  -- what rank 0 owns is already in `out`
     local by_dtype = {}
     for _, s in ipairs(full_spec) do
       if self.owner[s.param] ~= nil and self:updates(s.param, r) then
@@ -421,9 +434,9 @@ function Sharding:full_opt_state(opt, full_spec)
   return out
 end
 
--- This rank's part of a whole optimizer state (a checkpoint's, saved by any number of
+-- What this rank owns of a whole optimizer state (a checkpoint's, saved by any number of
 -- processes), for opt:load_state.
-function Sharding:local_opt_state(opt, full)
+function Sharding:owned_opt_state(opt, full)
   if not self.sharded then return full end
   local out = {count = full.count}
   for _, s in ipairs(opt:state_spec()) do
@@ -440,7 +453,7 @@ function Sharding:local_opt_state(opt, full)
 end
 
 -- Plans `shard` for the model's `shapes` and builds this rank's optimizer (bv.optim.new over
--- shard:opt_shapes()). Returns it and the state_spec of the whole optimizer, which
+-- shard:owned_shapes()). Returns it and the state_spec of the whole optimizer, which
 -- full_opt_state needs. `sched`: {total_steps, batch_size, data_size}.
 function M.make_optimizer(shard, cfg_json, shapes, sched)
   local ctx = {owned = {}}  -- owns nothing: its state is shapes on the meta device, no memory
@@ -448,19 +461,19 @@ function M.make_optimizer(shard, cfg_json, shapes, sched)
   local whole = bv.optim.new(cfg_json, shapes, ctx)
   shard:plan(shapes, function(name) return whole:frozen(name) end,
              function(name) return whole:rows_independent(name) end)
-  local opt = bv.optim.new(cfg_json, shard:opt_shapes(), shard:opt_ctx(sched))
+  local opt = bv.optim.new(cfg_json, shard:owned_shapes(), shard:opt_ctx(sched))
   return opt, whole:state_spec()
 end
 
 -- Bytes of parameters this rank holds: the model's table (a placeholder is one element) and
--- its fsdp parts.
+-- what it owns of the fsdp parameters.
 function Sharding:param_bytes(params)
   local n = 0
   local function add(t) n = n + t:nbytes() end
   for name, t in pairs(params) do
-    if self.kind and self.kind[name] == "fsdp" and self.fs then
-      local part = self.fs:part(name)
-      if part then add(part) end
+    if self.kind and self.kind[name] == "fsdp" and self.fsdp then
+      local owned = self.fsdp:part(name)
+      if owned then add(owned) end
     else
       add(t)
     end

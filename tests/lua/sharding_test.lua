@@ -29,7 +29,7 @@ T.test("fsdp: the largest first, each to the least loaded rank; small and frozen
   T.eq(s.load, {[0] = 4 * 2 ^ 20, [1] = 4 * 2 ^ 20})
   s.rank = 1
   local mine = {}
-  for _, p in ipairs(s:opt_shapes()) do mine[#mine + 1] = p.name end
+  for _, p in ipairs(s:owned_shapes()) do mine[#mine + 1] = p.name end
   T.eq(mine, {"frozen/kernel", "mid/kernel", "mid2/kernel", "tiny/bias"})
   T.eq(s:opt_ctx({total_steps = 3}).replicated, {"frozen/kernel", "tiny/bias"})
   -- big_vision's default threshold (4 MiB) keeps the 2 MiB ones replicated.
@@ -57,19 +57,37 @@ T.test("fsdp splits a scanned stack by layer when the optimizer treats layers ap
   owner = s:plan(stack)
   T.eq(owner["enc/kernel"], {1, 2, 1, 2})
   s.rank = 2
-  T.eq(s:opt_shapes()[1], {name = "enc/kernel", shape = {2, 512, 512}, dtype = "float32"})
+  T.eq(s:owned_shapes()[1], {name = "enc/kernel", shape = {2, 512, 512}, dtype = "float32"})
   T.truthy(not s:updates("head/kernel", 2) and s:updates("enc/kernel", 2), "rank 2 updates")
   -- An optimizer that mixes rows (Adafactor factoring dim 1, clipping) keeps the stack whole.
   owner = s:plan(stack, nil, function() return false end)
   T.eq(type(owner["enc/kernel"]), "number")
 end)
 
+T.test("owned: what this rank updates (fsdp: in self.fsdp; the model sees placeholders)", function()
+  local s = sharding.new({sharding_strategy = 'fsdp(axis="data", min_size_to_shard_mb=1)'},
+                         bv.dist.init{backend = "gloo", timeout = 5})
+  s.world = 2  -- planned for two ranks; rank 0 owns the one large parameter: one process holds it
+  s:plan({{name = "big/kernel", shape = {1024, 1024}, dtype = "float32"},
+          {name = "tiny/bias", shape = {16}, dtype = "float32"}})
+  T.eq(s.owner["big/kernel"], 0)
+  local params = {["big/kernel"] = bv.ones({1024, 1024}), ["tiny/bias"] = bv.zeros({16})}
+  local held = s:hold(params)
+  T.truthy(s.fsdp ~= nil, "the fsdp parameters")
+  T.eq(held["big/kernel"]:abs():max():item(), 0)  -- a placeholder
+  local owned = s:owned(held)
+  T.truthy(owned["big/kernel"]:equal(params["big/kernel"]), "the owned value, not the placeholder")
+  T.truthy(owned["tiny/bias"] == held["tiny/bias"], "replicated: every rank owns its copy")
+  T.truthy(s:full_params(held)["big/kernel"]:equal(params["big/kernel"]), "gathered whole")
+  T.eq(s:param_bytes(held), 4 * 1024 * 1024 + 16 * 4)  -- what it owns, not the placeholder
+end)
+
 T.test("replicate, or a single process: every rank updates everything", function()
   local s = planned({{".*", "replicate"}}, 2)
   T.truthy(not s.sharded, "nothing sharded")
-  T.eq(#s:opt_shapes(), #shapes())
+  T.eq(#s:owned_shapes(), #shapes())
   local params = {w = bv.zeros({2})}
-  T.truthy(s:hold(params) == params and s:opt_params(params) == params, "the same table")
+  T.truthy(s:hold(params) == params and s:owned(params) == params, "the same table")
   local one = sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data")'}}}, nil)
   one:plan(shapes())
   T.truthy(not one.sharded, "one process: nothing sharded")

@@ -96,5 +96,51 @@ T.test("the NaN guard names the step window and leaves the last checkpoint alone
   T.eq(bv.ckpt.load(work).step, 3)
 end)
 
+T.test("the NaN guard checks values in the order given, over the steps since the last", function()
+  local utils = require "bv.trainers.utils"
+  local state = {last_checked = 4}
+  utils.check_finite(state, 5, {"training_loss", 0.5}, {"l2_grads", 1.0})
+  T.eq(state.last_checked, 5)
+  T.raises(function()
+    utils.check_finite(state, 7, {"training_loss", 0 / 0}, {"l2_grads", math.huge})
+  end, "training_loss became nan or inf somewhere within steps [6, 7]")
+  T.raises(function()
+    utils.check_finite(state, 7, {"training_loss", 1.0}, {"l2_grads", -math.huge})
+  end, "l2_grads became nan or inf somewhere within steps [6, 7]")
+  T.eq(state.last_checked, 5)
+end)
+
+-- What a run prints on stdout (bv.log and the progress line write through io.stdout).
+local function stdout_of(fn)
+  local buf, real = {}, io.stdout
+  io.stdout = {write = function(self, ...)
+    for _, s in ipairs({...}) do buf[#buf + 1] = tostring(s) end
+    return self
+  end, flush = function(self) return self end}
+  local ok, err = pcall(fn)
+  io.stdout = real
+  if not ok then error(err, 0) end
+  return table.concat(buf)
+end
+
+T.test("stdout: big_vision's notes, the eval results, a progress line per logged step", function()
+  local work, cfg = tmp .. "/stdout", config(4)
+  local out = stdout_of(function() trainer(cfg, work, {stop_after = 2}) end)
+  local function has(text)
+    T.truthy(out:find(text, 1, true), string.format("%q in:\n%s", text, out))
+  end
+  has("NOTE: Running for 4 steps, that means 0.666667 epochs\n")
+  has("NOTE: val evaluation...\n")  -- the initial evaluation, at step 0
+  has("\n[0] val/prec@1 = ")
+  has("step 2/4 [50.0%] | loss ")
+  has("NOTE: stop_after received: saved a checkpoint at step 2 and stopped\n")
+  local saved = bv.ckpt.load(work).path
+  out = stdout_of(function() trainer(cfg, work, {}) end)
+  has("NOTE: Resumed from " .. saved .. " at step 2\n")
+  has("step 4/4 [100.0%] | loss ")
+  has("\n[4] val/prec@1 = ")
+  has("NOTE: Done!\n")
+end)
+
 T.run()
 os.execute("rm -rf '" .. tmp .. "'")

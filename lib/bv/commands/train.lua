@@ -1,6 +1,7 @@
 -- bvlua train: resolve a config (file, ':ARGS', --config.* overrides), save it to the workdir
 -- and run the trainer it names (config.trainer, default "classification").
 local config = require "bv.config"
+local log = require "bv.log"
 
 local M = {}
 
@@ -36,7 +37,7 @@ exit codes:
 ]]
 
 local function usage_error(msg)
-  io.stderr:write("bvlua train: ", msg, "\n", USAGE_LINE, "\n")
+  log.error("bvlua train: %s\n%s", msg, USAGE_LINE)
   return 2
 end
 
@@ -145,18 +146,18 @@ end
 -- `--debug`: the error and its traceback on stderr, then a REPL in which the trainer's last
 -- state can be examined before the process exits.
 function M.debug_repl(failure, state, cfg, workdir)
-  io.stdout:write("\n")
-  io.stderr:write("bvlua train: ", failure.traceback, "\n")
-  io.stderr:flush()
+  io.stdout:write("\n")  -- off the progress line, when one is on the terminal
+  log.setup()  -- and what follows goes below it, not through it
+  log.error("bvlua train: %s", failure.traceback)
   local globals = {config = state.config or cfg, model = state.model, params = state.params,
-                   parts = state.parts, opt = state.opt, batch = state.batch, step = state.step,
+                   owned = state.owned, opt = state.opt, batch = state.batch, step = state.step,
                    err = failure.message}
   local ok, run = pcall(function() return require("bv.inspect").run(workdir) end)
   if ok then globals.run = run end
   require("bv.repl").start({globals = globals, banner = "--debug: the training failed at step "
     .. tostring(state.step) .. ": " .. failure.message
-    .. "\nglobals: config, model, params, parts (fsdp: this rank's), opt, batch, step, err, run;"
-    .. " Ctrl-D exits (code 1)"})
+    .. "\nglobals: config, model, params, owned (what this rank updates), opt, batch, step, err,"
+    .. " run; Ctrl-D exits (code 1)"})
 end
 
 return M

@@ -1,0 +1,342 @@
+-- bv.trainers.utils: what the trainers share around their training step, as big_vision's
+-- utils.py is for its trainers. Each trainer keeps its own loop (big_vision's habit), so that a
+-- step reads there in a handful of lines: the batch, loss and gradients, the update, the NaN
+-- guard, the log, then checkpoints and evals. The loop, as the trainers write it:
+--
+--   local state = utils.start(config, workdir, run)   -- processes, clock, metrics file, data
+--   ... model, params = model:init(seed) ...
+--   local opt = utils.optimizer(state, model)
+--   params = utils.resume_or_init(state, model, params, opt)
+--   utils.evaluators(state, predict_fns)
+--   utils.initial_evals(state, params)
+--   for step = state.first_step + 1, state.total_steps do
+--     local batch = utils.step_start(state, step)
+--     local loss, grads = shard:gradients(params, function(p)
+--       return model:loss_and_grads(p, batch, opts) end)
+--     local log_now = utils.log_now(state, step)
+--     local m = opt:update(shard:owned(params), grads, {norms = log_now})
+--     shard:sync_params(params)
+--     utils.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
+--     if log_now then utils.log_training(state, step, loss, m) end
+--     local stopped = utils.end_of_step(state, step, params, loss)
+--     if stopped then return stopped end
+--   end
+--   utils.finish(state)
+--
+-- The trainer state: one table, made by start, that every function here takes first. Its
+-- fields (start sets those down to the durations; the others, the function named):
+--   config, workdir, run   the trainer's arguments; run = {config_file, group, stop_after}, and
+--                          run.state is what `bvlua train --debug` shows when a step fails
+--   shard, rank, world     bv.sharding: how the run spreads over processes
+--   progress, mw, chrono   the progress line, the metrics writer, the clock (a bv.chrono Chrono)
+--   checkpoint             the checkpoint to resume from (bv.ckpt.load), or nil
+--   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
+--   first_batch            the first batch: it tells the model the image size; step_start hands
+--                          it out at the first step
+--   log_every, ckpt_every, keep_every              durations in steps (bv.chrono.steps)
+--   opt, full_spec         this rank's optimizer, the whole one's state_spec (optimizer)
+--   first_step             0, or the step of the checkpoint resumed from (resume_or_init)
+--   checkpoint_extras      name -> object with state() and set_state(tensor) that checkpoints
+--                          hold besides params and opt, e.g. mixup's rng (resume_or_init)
+--   evals                  the evaluators of config.evals (evaluators)
+--   last_checked           the last step the NaN guard passed (check_finite)
+--   logged_step            the last step whose training metrics were logged (log_training)
+local chrono = require "bv.chrono"
+local evaluators = require "bv.evaluators"
+local json = require "bv.json"
+local log = require "bv.log"
+local metrics = require "bv.metrics"
+local progress = require "bv.progress"
+local sharding = require "bv.sharding"
+
+local M = {}
+
+-- The metrics file and its log lines (rank 0 writes and prints). Evaluator metrics (under the
+-- prefixes that M.evaluators adds) and eval timings get lines of their own; the training
+-- metrics are on the progress line.
+local function metrics_writer(workdir, rank)
+  local prefixes = {}
+  local mw = metrics.writer(workdir, {enabled = rank == 0, print = log.info, show = function(name)
+    if name:find("^z/secs/eval/") then return true end
+    for _, p in ipairs(prefixes) do
+      if name:sub(1, #p) == p then return true end
+    end
+    return false
+  end})
+  mw.eval_prefixes = prefixes
+  return mw
+end
+
+-- Everything a trainer needs before its model: the processes (bv.sharding), the clock, the
+-- metrics file, the checkpoint to resume from, the training data from where that checkpoint
+-- left off, and the durations. Returns the trainer state (above).
+function M.start(config, workdir, run)
+  run = run or {}
+  local shard = sharding.new(config, run.group)
+  local state = {config = config, workdir = workdir, run = run, shard = shard,
+                 rank = shard.rank, world = shard.world}
+  -- stdout: notes and eval results as lines, training as one progress line (bv.progress).
+  state.progress = progress.new()
+  log.setup({rank = shard.rank, progress = state.progress})
+  state.chrono = chrono.new()  -- first: program time starts here
+  bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
+  bv.fs.mkdirs(workdir)
+  state.mw = metrics_writer(workdir, shard.rank)
+
+  -- Resume first: the data must start where the checkpoint left off.
+  local checkpoint = bv.ckpt.load(workdir)
+  if checkpoint and checkpoint.warning then log.note(checkpoint.warning) end
+  state.checkpoint = checkpoint
+
+  state.batch_size = config.input.batch_size
+  state.train_iter, state.ntrain = bv.data.training(config.input, {
+    seed = config.seed or 0, config = run.config_file, rank = shard.rank, world = shard.world,
+    position = checkpoint and checkpoint.state.data_position or 0})
+  state.total_steps = chrono.steps("total", config, state.ntrain, state.batch_size)
+  state.progress.total_steps = state.total_steps
+  log.note("Running for %d steps, that means %f epochs", state.total_steps,
+           state.total_steps * state.batch_size / state.ntrain)
+  state.first_batch = state.train_iter:next()
+
+  local function steps(prefix, fallback)
+    return chrono.steps(prefix, config, state.ntrain, state.batch_size, state.total_steps,
+                        fallback)
+  end
+  state.log_every = steps("log_training")
+  state.ckpt_every = steps("ckpt", 0)
+  state.keep_every = steps("keep_ckpt", 0)
+  if state.keep_every == 0 and state.ckpt_every > 0 then state.keep_every = state.total_steps end
+  return state
+end
+
+-- This rank's optimizer: big_vision's optax.make (schedules, freezing, clipping, lr_mults,
+-- wd) over what this rank owns (bv.sharding plans that here; in one process, everything).
+function M.optimizer(state, model)
+  local sched = {total_steps = state.total_steps, batch_size = state.batch_size,
+                 data_size = state.ntrain}
+  state.opt, state.full_spec = sharding.make_optimizer(state.shard, json.encode(state.config),
+                                                       model:param_shapes(), sched)
+  return state.opt
+end
+
+-- Bytes of parameters and of optimizer state that rank 0 holds and that all ranks hold
+-- together (fsdp: about 1/world each; zero1: the optimizer state only).
+local function measure_memory(state, params, opt)
+  local shard, mw = state.shard, state.mw
+  local p, s = shard:param_bytes(params), sharding.state_bytes(opt)
+  mw:measure("param_bytes", p)
+  mw:measure("param_bytes_all", shard:sum(p))
+  mw:measure("opt_state_bytes", s)
+  mw:measure("opt_state_bytes_all", shard:sum(s))
+end
+
+-- big_vision's "resume or init": the checkpoint start found (params, optimizer state,
+-- `checkpoint_extras`, the chrono), else config.model_init, else params as the model drew them.
+-- Then the parameters go where training keeps them (model:relayout; fsdp: each rank keeps what
+-- it owns). checkpoint_extras: name -> object with state() and set_state(tensor) that
+-- checkpoints hold besides params and opt (the classification trainer's mixup rng).
+-- Returns the params to train; sets state.first_step.
+function M.resume_or_init(state, model, params, opt, checkpoint_extras)
+  local config, shard, checkpoint = state.config, state.shard, state.checkpoint
+  state.checkpoint_extras = checkpoint_extras or {}
+  state.first_step = 0
+  if checkpoint then
+    local function tensor(name)
+      return checkpoint.tensors[name]
+        or error("checkpoint " .. checkpoint.path .. " lacks " .. name, 0)
+    end
+    for name in pairs(params) do params[name] = tensor("params/" .. name) end
+    local opt_state = {}
+    for name, x in pairs(checkpoint.tensors) do
+      local rest = name:match("^opt/(.*)$")
+      if rest then opt_state[rest] = x end
+    end
+    opt:load_state(shard:owned_opt_state(opt, opt_state))
+    for name, extra in pairs(state.checkpoint_extras) do extra:set_state(tensor(name)) end
+    state.chrono:load(checkpoint.state.chrono)
+    state.first_step = checkpoint.step
+    log.note("Resumed from %s at step %d", checkpoint.path, state.first_step)
+  elseif config.model_init then
+    local report
+    params, report = model:load(params, config.model_init, config.model_load)
+    log.note("Initialised %d parameters from %s", #report.loaded,
+             type(config.model_init) == "string" and config.model_init or "parts")
+  end
+  model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
+  params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
+  measure_memory(state, params, opt)
+  state.last_checked = state.first_step
+
+  state.chrono:inform({first_step = state.first_step, total_steps = state.total_steps,
+                       global_bs = state.batch_size,
+                       steps_per_epoch = state.ntrain / state.batch_size,
+                       measure = function(k, v) state.mw:measure(k, v) end,
+                       write_note = function() end})  -- its estimates are on the progress line
+  -- Under fsdp, params holds placeholders (zeros); owned is what this rank keeps and updates.
+  state.run.state = {config = config, model = model, params = params, opt = opt,
+                     step = state.first_step, owned = shard:owned(params)}
+  return params
+end
+
+-- The evaluators of config.evals; predict_fns: what they may call, by name (an eval's `pred`).
+-- Evaluators get ctx = {workdir, step, write (rank 0 only), rank, world, and with several
+-- processes sum(x) over ranks and gather(string) -> every rank's on rank 0; evaluators that use
+-- them run their part of the split}.
+function M.evaluators(state, predict_fns)
+  local eval_config = evaluators.copy(state.config)
+  -- Evaluators' data workers load the config file too, for ops it registers inline.
+  for _, e in pairs(eval_config.evals or {}) do e._config_file = state.run.config_file end
+  local function get_steps(prefix, cfg)
+    local n = chrono.steps(prefix, cfg, state.ntrain, state.batch_size, state.total_steps, 0)
+    return n > 0 and n or nil
+  end
+  state.evals = evaluators.from_config(eval_config, predict_fns, get_steps)
+  for _, e in ipairs(state.evals) do table.insert(state.mw.eval_prefixes, e.prefix) end
+  return state.evals
+end
+
+-- Runs evaluator `e` on params at `step` and logs its metrics, off the training clock.
+local function run_eval(state, e, params, step)
+  local shard = state.shard
+  state.chrono:pause()
+  -- Evaluators run whole models: fsdp parameters are gathered for them (a collective; every
+  -- rank evaluates at the same steps), and dropped afterwards.
+  params = shard:full_params(params)
+  log.note("%s evaluation...", e.name)
+  local ctx = {workdir = state.workdir, step = step, write = shard.rank == 0, rank = shard.rank,
+               world = shard.world}
+  if shard.world > 1 then
+    ctx.sum = function(x) return shard:sum(x) end
+    ctx.gather = function(s) return shard:gather_strings(s) end
+  end
+  state.chrono:log_timing("z/secs/eval/" .. e.name, function()
+    for _, kv in ipairs(e.evaluator:run(params, ctx)) do
+      state.mw:measure(e.prefix .. kv[1], kv[2])
+    end
+  end)
+  params = nil
+  if shard.fsdp then collectgarbage() end
+  state.chrono:resume()
+end
+
+-- The initial evaluation, as big_vision's: at step 0, or when resuming a finished run (evals
+-- with skip_first wait for the latter).
+function M.initial_evals(state, params)
+  local first_step = state.first_step
+  if first_step ~= 0 and first_step ~= state.total_steps then return end
+  state.mw:step_start(first_step)
+  for _, e in ipairs(state.evals) do
+    if not e.skip_first or first_step == state.total_steps then
+      run_eval(state, e, params, first_step)
+    end
+  end
+  state.mw:step_end()
+end
+
+-- Step `step` begins: the metrics writer's step and its batch (start's first batch, then the
+-- training data's next). run.state follows, for --debug.
+function M.step_start(state, step)
+  state.mw:step_start(step)
+  local batch = state.first_batch or state.train_iter:next()
+  state.first_batch = nil
+  state.run.state.batch, state.run.state.step = batch, step
+  return batch
+end
+
+-- Whether step `step` logs its training metrics: every log_training steps, and while the
+-- chrono warms up (its first ticks time the start-up). The global norms cost a pass over the
+-- parameters, so the optimizer computes them at these steps only.
+function M.log_now(state, step)
+  return chrono.itstime(step, state.log_every, state.total_steps) or state.chrono.warmup > 0
+end
+
+-- big_vision's NaN guard, here on every step: each {name, value} given, in order, must be
+-- finite, else the run stops with an error naming the value and the steps since the last check
+-- (what is already checkpointed stays as it is).
+function M.check_finite(state, step, ...)
+  for _, named in ipairs({...}) do
+    local name, x = named[1], named[2]
+    if x ~= x or x == math.huge or x == -math.huge then
+      error(string.format("%s became nan or inf somewhere within steps [%d, %d]", name,
+                          state.last_checked + 1, step), 0)
+    end
+  end
+  state.last_checked = step
+end
+
+-- The training metrics of step `step`, with big_vision's names and in its order: the
+-- learning-rate schedules, training_loss, the trainer's own `extra_metrics` ({name, value}
+-- pairs), the global norms; then the chrono's tick (speed, progress, epoch, ...).
+-- m: what opt:update returned with norms = true.
+function M.log_training(state, step, loss, m, extra_metrics)
+  local mw = state.mw
+  for i, s in ipairs(m.global_schedule) do
+    mw:measure("global_schedule" .. (i > 1 and tostring(i - 1) or ""), s)
+  end
+  mw:measure("training_loss", loss)
+  for _, named in ipairs(extra_metrics or {}) do mw:measure(named[1], named[2]) end
+  mw:measure("l2_grads", m.l2_grads)
+  mw:measure("l2_params", m.l2_params)
+  mw:measure("l2_updates", m.l2_updates)
+  state.chrono:tick(step)
+  state.logged_step = step
+end
+
+-- big_vision's checkpoint save: params, the optimizer state and the checkpoint_extras, with
+-- the chrono and the data position. Every rank calls it (the optimizer state may be spread
+-- over ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
+local function save_checkpoint(state, params, step, keep)
+  local shard = state.shard
+  state.chrono:pause()
+  local opt_state = shard:full_opt_state(state.opt, state.full_spec)
+  params = shard:full_params(params)
+  if shard.rank == 0 then
+    local tensors = {}
+    for name, extra in pairs(state.checkpoint_extras) do tensors[name] = extra:state() end
+    for name, x in pairs(params) do tensors["params/" .. name] = x end
+    for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
+    local warnings = bv.ckpt.save(state.workdir, step, tensors, {chrono = state.chrono:state(),
+      world = shard.world, data_position = state.train_iter:position()}, {keep = keep})
+    -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
+    for _, warning in ipairs(warnings or {}) do log.warn(warning) end
+  end
+  state.chrono:resume()
+end
+
+-- The end of step `step`, the same in every trainer: the progress line (every step on a
+-- terminal, the logged steps in a log), a checkpoint when one is due or a stop was asked for
+-- (on any rank), then the evaluators that are due. Returns {stopped = step} when the run must
+-- end here (the trainer returns it), else nil.
+function M.end_of_step(state, step, params, loss)
+  if state.rank == 0 and (state.logged_step == step or state.progress.tty) then
+    state.progress:step(step, {loss = loss, img_per_sec = state.chrono.img_per_sec,
+                               eta = state.chrono.eta})
+  end
+  local stop = state.shard:stop_requested() or (state.run.stop_after == step and "stop_after")
+  local keep = chrono.itstime(step, state.keep_every, state.total_steps, {first = false})
+  if stop or keep or chrono.itstime(step, state.ckpt_every, state.total_steps) then
+    save_checkpoint(state, params, step, keep)
+  end
+  if stop then
+    state.mw:step_end()
+    state.mw:close()
+    state.progress:finish()
+    log.note("%s received: saved a checkpoint at step %d and stopped", stop, step)
+    return {stopped = step}
+  end
+  for _, e in ipairs(state.evals) do
+    if chrono.itstime(step, e.log_steps or 0, state.total_steps, {first = false}) then
+      run_eval(state, e, params, step)
+    end
+  end
+  state.mw:step_end()
+end
+
+-- Training is over: the metrics file closed, the progress line ended, big_vision's last note.
+function M.finish(state)
+  state.mw:close()
+  state.progress:finish()
+  log.note("Done!\n%s", state.chrono:note())
+end
+
+return M
