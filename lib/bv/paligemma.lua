@@ -8,7 +8,7 @@
 -- ids: the trainer feeds text[:-1] and predicts text[1:]), `mask_ar` (0 on prefix and separator:
 -- full attention; 1 on suffix and padding: causal) and `mask_loss` (1 on suffix and eos only).
 -- Eval examples have text_len ids, no eos, and `mask_input` (1 on real tokens) instead of
--- mask_loss. The ops are tok, masked_concat and tolen (lib/bv/pp/ops_tokenizer.lua).
+-- mask_loss. The ops are tok, masked_concat and tolen (lib/bv/pp/proj/paligemma/ops.lua).
 local M = {}
 
 M.TOKENIZER = 'gemma(tokensets=("loc", "seg"))'

@@ -6,6 +6,35 @@ local null = require("bv.literal").null
 
 local function vals(t) return t:totable() end
 
+-- One home per big_vision name: each op file registers the ops of big_vision's file of the same
+-- name (pp/ops_general.py, ops_image.py, ops_text.py, archive/randaug.py,
+-- proj/paligemma/ops.py), those bvlua has, and flip_ud, bvlua's own, sits with the image ops.
+T.test("op files hold the ops of big_vision's files of the same name", function()
+  local files = {
+    ops_general = {"value_range", "onehot", "keep", "drop", "copy", "squeeze_last_dim", "concat",
+                   "pad_to_shape", "flatten", "reshape", "setdefault", "choice"},
+    ops_image = {"decode", "resize", "resize_small", "resize_long", "inception_crop",
+                 "decode_jpeg_and_inception_crop", "random_crop", "central_crop", "flip_lr",
+                 "vgg_value_range", "clip_value_range", "flip_ud"},
+    ops_text = {"tokenize", "lower", "strfmt"},
+    ["archive/randaug"] = {"randaug"},
+    ["proj/paligemma/ops"] = {"tolen", "tok", "masked_concat"},
+  }
+  local real = package.loaded["bv.pp"]
+  for file, want in pairs(files) do
+    local got = {}
+    -- The file again, with a bv.pp whose register records instead.
+    package.loaded["bv.pp"] = setmetatable({register = function(name) got[#got + 1] = name end},
+                                           {__index = real})
+    local ok, err = pcall(dofile, "lib/bv/pp/" .. file .. ".lua")
+    package.loaded["bv.pp"] = real
+    T.truthy(ok, err)
+    table.sort(got)
+    table.sort(want)
+    T.eq(got, want, file)
+  end
+end)
+
 -- 5.1 registry_test: parse_name --------------------------------------------------------------
 
 T.test("parse_op: names, positional and keyword literals", function()

@@ -1,9 +1,10 @@
--- pp ops that tokenize (lib/bv/pp/ops_tokenizer.lua): big_vision's `tokenize` (its doc string's
--- eos none/yes/sticky examples), PaliGemma's `tok`, `tolen`, `masked_concat`, and the pp strings
--- of bv.paligemma.combine_and_keep_train/eval on hand-made prefixes and suffixes: which ids come
--- out, which positions attend to which (big_vision's prefix-LM rule on mask_ar), and which
--- targets carry loss. Loc/seg tokens have known ids (base vocabulary + k), so the expected
--- sequences below are written out by hand.
+-- pp ops that tokenize: big_vision's `tokenize` (lib/bv/pp/ops_text.lua; its doc string's eos
+-- none/yes/sticky examples), PaliGemma's `tok`, `tolen`, `masked_concat`
+-- (lib/bv/pp/proj/paligemma/ops.lua), and the pp strings of
+-- bv.paligemma.combine_and_keep_train/eval on hand-made prefixes and suffixes: which ids come out,
+-- which positions attend to which (big_vision's prefix-LM rule on mask_ar), and which targets
+-- carry loss. Loc/seg tokens have known ids (base vocabulary + k), so the expected sequences
+-- below are written out by hand.
 local T = require "bv.testing"
 
 local tmp = os.tmpname()

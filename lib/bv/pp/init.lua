@@ -4,7 +4,8 @@
 -- name with optional Python- or Lua-literal arguments. bv.pp.build(spec) turns it into one
 -- function from an example (a table of key -> tensor, string, number or list of strings) to an
 -- example. Ops come from one registry shared by the built-in ops (ops_general, ops_image,
--- ops_text in this folder) and by ops registered from any Lua file or config:
+-- ops_text, archive/randaug and proj/paligemma/ops in this folder) and by ops registered from any
+-- Lua file or config:
 --
 --   bv.pp.register("flip_ud", function(a)
 --     return function(data, rng) data.image = data.image:flip(1); return data end
@@ -324,9 +325,11 @@ function M.build(spec)
   end
 end
 
--- The built-in ops register themselves into this module.
+-- The built-in ops register themselves into this module; each file is named as big_vision's
+-- (pp/ops_general.py, ..., pp/archive/randaug.py, pp/proj/paligemma/ops.py).
 package.loaded["bv.pp"] = M
-for _, mod in ipairs({"bv.pp.ops_general", "bv.pp.ops_image", "bv.pp.ops_text"}) do
+for _, mod in ipairs({"bv.pp.ops_general", "bv.pp.ops_image", "bv.pp.ops_text",
+                      "bv.pp.archive.randaug", "bv.pp.proj.paligemma.ops"}) do
   if package.searchpath(mod, package.path) then require(mod) end
 end
 

@@ -1,4 +1,4 @@
--- big_vision's general pp ops (pp/ops_general.py): value ranges, labels, and dict plumbing.
+-- big_vision's general pp ops (pp/ops_general.py): value_range, labels, and dict plumbing.
 -- Arithmetic runs in C++ (bv.ops, runtime/pp/ops_general.cpp); this file binds arguments and
 -- moves keys. Axes given in pp strings are Python's (0-based, negative from the end), because
 -- pp strings are big_vision's language.
@@ -7,6 +7,7 @@ local pp = require "bv.pp"
 local ikok = pp.inkeyoutkey
 local register = pp.register
 
+-- Also ops_image's (value ranges of images).
 local function as_tensor(v, what)
   if bv.is_tensor(v) then return v end
   if type(v) == "number" or type(v) == "boolean" or type(v) == "table" then return bv.tensor(v) end
@@ -20,22 +21,6 @@ register("value_range", ikok(function(a)
   end
 end), "value_range(vmin=-1, vmax=1, in_min=0, in_max=255.0, clip_values=False): "
   .. "maps [in_min, in_max] linearly to [vmin, vmax] as float32")
-
-local VGG_MEAN = {0.485 * 255, 0.456 * 255, 0.406 * 255}
-local VGG_STD = {0.229 * 255, 0.224 * 255, 0.225 * 255}
-
-register("vgg_value_range", ikok(function(a)
-  local mean, std = a.mean or VGG_MEAN, a.std or VGG_STD
-  return function(x) return bv.ops.normalize(as_tensor(x, "vgg_value_range"), mean, std) end
-end), "vgg_value_range(mean=None, std=None): (x - mean) / std with ImageNet's mean and std "
-  .. "(times 255) unless given")
-
-local CLIP_MEAN = {0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255}
-local CLIP_STD = {0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255}
-
-register("clip_value_range", ikok(function()
-  return function(x) return bv.ops.normalize(as_tensor(x, "clip_value_range"), CLIP_MEAN, CLIP_STD) end
-end), "clip_value_range(): (x - mean) / std with CLIP's mean and std (times 255)")
 
 register("onehot", function(a)
   local depth, key, out = a.depth, a.key, a.key_result or a.key
@@ -246,3 +231,5 @@ register("choice", function(a)
   end
 end, "choice(n='single', key=None, fewer_ok=False, inkey=None, outkey=None): picks one "
   .. "item ('single'), n items, or a random count in [lo, hi], the same for every key")
+
+return {as_tensor = as_tensor}

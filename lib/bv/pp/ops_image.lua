@@ -1,7 +1,9 @@
--- big_vision's image pp ops (pp/ops_image.py). Every op reads and writes one key (`image` by
--- default; `key`, `inkey`, `outkey` change it). The pixel work is native (bv.image, in
--- runtime/image/): decode.cpp, resize.cpp, crop.cpp; this file binds arguments and draws coins.
+-- big_vision's image pp ops (pp/ops_image.py), and flip_ud (bvlua's own). Every op reads and
+-- writes one key (`image` by default; `key`, `inkey`, `outkey` change it). The pixel work is
+-- native (bv.image, in runtime/image/): codec.cpp, resize.cpp, crop.cpp; this file binds
+-- arguments and draws coins. RandAugment is in archive/randaug.lua, as in big_vision.
 local pp = require "bv.pp"
+local as_tensor = require("bv.pp.ops_general").as_tensor
 
 local ikok = pp.inkeyoutkey
 local register = pp.register
@@ -91,12 +93,20 @@ register("flip_ud", ikok(function()
     if need_rng(rng, "flip_ud"):uniform() < 0.5 then return bv.image.flip_ud(x) end
     return x
   end
-end), "flip_ud(): flips upside down with probability 0.5")
+end), "flip_ud(): flips upside down with probability 0.5 (bvlua's own; not in big_vision)")
 
-register("randaug", ikok(function(a)
-  local layers, magnitude, fix = a.num_layers, a.magnitude, a.fix_contrast
-  return function(x, rng)
-    return bv.image.randaug(x, layers, magnitude, need_rng(rng, "randaug"), fix)
-  end
-end), "randaug(num_layers=2, magnitude=10, fix_contrast=False): big_vision's RandAugment on a "
-  .. "uint8 image; fix_contrast blends Contrast with the real mean (big_vision issue #109)")
+local VGG_MEAN = {0.485 * 255, 0.456 * 255, 0.406 * 255}
+local VGG_STD = {0.229 * 255, 0.224 * 255, 0.225 * 255}
+
+register("vgg_value_range", ikok(function(a)
+  local mean, std = a.mean or VGG_MEAN, a.std or VGG_STD
+  return function(x) return bv.ops.normalize(as_tensor(x, "vgg_value_range"), mean, std) end
+end), "vgg_value_range(mean=None, std=None): (x - mean) / std with ImageNet's mean and std "
+  .. "(times 255) unless given")
+
+local CLIP_MEAN = {0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255}
+local CLIP_STD = {0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255}
+
+register("clip_value_range", ikok(function()
+  return function(x) return bv.ops.normalize(as_tensor(x, "clip_value_range"), CLIP_MEAN, CLIP_STD) end
+end), "clip_value_range(): (x - mean) / std with CLIP's mean and std (times 255)")

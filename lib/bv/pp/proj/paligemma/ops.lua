@@ -1,94 +1,10 @@
--- big_vision's pp ops that tokenize: `tokenize` (pp/ops_text.py) and PaliGemma's `tok`, `tolen`,
--- `masked_concat` (pp/proj/paligemma/ops.py). Token ids are int32 tensors, as TF's tokenizers
--- give them. Tokenizers come from bv.text and are cached, so building a pp function per worker
--- loads each model once.
+-- PaliGemma's pp ops (big_vision's pp/proj/paligemma/ops.py): tolen, tok, masked_concat. Token
+-- ids are int32 tensors; tokenizers are bv.text's (cached), the length helpers ops_text's.
 local pp = require "bv.pp"
+local ops_text = require "bv.pp.ops_text"
 
 local register = pp.register
-
--- big_vision's known tokenizer names: files on GCS that cannot be read here.
-local KNOWN_TOKENIZERS = {
-  mc4 = "gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model",
-  cc_all = "gs://t5-data/vocabs/cc_all.32000/sentencepiece.model",
-  c4_en = "gs://t5-data/vocabs/cc_en.32000/sentencepiece.model",
-  t5 = "gs://t5-data/vocabs/cc_all.32000.100extra/sentencepiece.model",
-  mt5 = "gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model",
-}
-
-local function sp_file_tokenizer(op, model)
-  if type(model) ~= "string" then error(op .. ": model must be a path to a .model file", 0) end
-  local gcs = KNOWN_TOKENIZERS[model] or (model:match("^gs://") and model)
-  if gcs then
-    error(string.format("%s: model '%s' is %s, which cannot be read here: download it and pass "
-      .. "its local path as model=", op, model, gcs), 0)
-  end
-  return bv.text.sp_model(model)
-end
-
--- The first `n` tokens; with `sticky`, the first n-1 and the last one (which keeps a final eos).
-local function truncate(x, n, sticky)
-  if n == 0 then return x:narrow(1, 1, 0) end
-  if sticky then
-    if n == 1 then return x:narrow(1, x:size(1), 1) end
-    return bv.cat({x:narrow(1, 1, n - 1), x:narrow(1, x:size(1), 1)}, 1)
-  end
-  return x:narrow(1, 1, n)
-end
-
-local function pad_to(x, n, value)
-  if x:size(1) >= n then return x end
-  return bv.cat({x, bv.full({n - x:size(1)}, value, x:dtype())}, 1)
-end
-
--- Exactly n tokens: cut (sticky or not) when there are at least n, else pad.
-local function tolen(x, n, sticky, pad_value)
-  if x:size(1) >= n then return truncate(x, n, sticky) end
-  return pad_to(x, n, pad_value)
-end
-
--- ---------------------------------------------------------------------------------------------
--- tokenize (pp/ops_text.py)
-
-register("tokenize", pp.inkeyoutkey(function(a)
-  local max_len, eos = a.max_len, a.eos
-  if eos ~= "yes" and eos ~= "none" and eos ~= "sticky" then
-    error(string.format("tokenize: invalid value for eos: '%s' (yes, none or sticky)",
-                        tostring(eos)), 0)
-  end
-  if math.type(max_len) ~= "integer" or max_len < 1 then
-    error("tokenize: max_len must be a positive integer, got " .. tostring(max_len), 0)
-  end
-  local tok = sp_file_tokenizer("tokenize", a.model)
-  local pad_value = a.pad_value
-  if type(pad_value) == "string" then pad_value = tok:piece_to_id(pad_value) end
-  local add_eos, sticky, lower = eos ~= "none", eos == "sticky", a.lower
-  local bos, sample = a.add_bos, a.sample_if_multi
-
-  local function one(s)
-    if type(s) ~= "string" then error("tokenize: expected a string, got a " .. type(s), 0) end
-    if lower then s = s:lower() end
-    return tolen(tok:to_int_tensor(s, {bos = bos, eos = add_eos}), max_len, sticky, pad_value)
-  end
-
-  return function(x, rng)
-    if type(x) ~= "table" then return one(x) end
-    if sample then
-      -- big_vision's deprecated path: setdefault("") then choice of one string.
-      if #x == 0 then return one("") end
-      if not rng then error("tokenize: sampling one of several texts needs a random stream", 0) end
-      return one(x[rng:integer(1, #x)])
-    end
-    local rows = {}
-    for i, s in ipairs(x) do rows[i] = one(s) end
-    if #rows == 0 then return bv.zeros({0, max_len}, "int32") end
-    return bv.stack(rows)
-  end
-end, false, "labels"), "tokenize(max_len, eos, model='c4_en', lower=True, sample_if_multi=True, "
-  .. "pad_value='<pad>', add_bos=False): SentencePiece ids (int32) truncated or padded to max_len; "
-  .. "eos is 'none', 'yes' or 'sticky' (a cut keeps the final eos)")
-
--- ---------------------------------------------------------------------------------------------
--- PaliGemma's tolen, tok, masked_concat (pp/proj/paligemma/ops.py)
+local truncate, pad_to, tolen = ops_text.truncate, ops_text.pad_to, ops_text.tolen
 
 local function as_1d(x, op)
   if type(x) == "table" then x = bv.tensor(x) end
