@@ -1,7 +1,7 @@
 -- What a trainer saves to resume exactly: parameters, the random stream and the data position.
 -- Everything comes back from bv.ckpt bit for bit, and the restored stream and pipeline continue
 -- as the originals would have.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 
 local tmp = os.tmpname()

@@ -1,6 +1,6 @@
 -- bv.chrono: big_vision's Chrono driven by a fake clock, so every number is known by hand.
 -- hms and percent strings were checked against Python (big_vision's hms and f"{x:.1%}").
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 local chrono_mod = require "bv.chrono"
 

@@ -1,4 +1,4 @@
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local config = require "bv.config"
 local literal = require "bv.literal"
 local json = require "bv.json"

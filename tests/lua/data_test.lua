@@ -1,6 +1,6 @@
 -- bv.data: sources, the threaded pipeline's determinism and resume, inference padding,
 -- mixtures, sharding and the failure modes (bad JSON, missing files, pp errors, skip_errors).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 
 local tmp = os.tmpname()
@@ -74,14 +74,14 @@ end)
 T.test("a saved position resumes with exactly the same examples and randomness", function()
   local input = {data = data_cfg, batch_size = 3, shuffle_buffer_size = 5, pp = "test_noise"}
   -- test_noise lives in a module that the workers require
-  local opts = {seed = 9, workers = 2, requires = {"bv.testing_ops"}}
+  local opts = {seed = 9, workers = 2, requires = {"tests.lua.lib.testing_ops"}}
   local full = take(bv.data.training(input, opts), 10)
   local it = bv.data.training(input, opts)
   take(it, 4)
   local pos = it:position()
   T.eq(pos, 12)
   local resumed = take(bv.data.training(input, {seed = 9, workers = 3, position = pos,
-                                                requires = {"bv.testing_ops"}}), 6)
+                                                requires = {"tests.lua.lib.testing_ops"}}), 6)
   for i = 1, 6 do T.eq(resumed[i], full[4 + i]) end
 end)
 
@@ -199,7 +199,7 @@ T.test("images: decode errors and the pixel cap name the JSON line and the file"
   bv.pp.register("test_tiny_cap", function() return function(d) d.image = bv.image.decode(d.image, {max_pixels = 10}); return d end end,
                  "test_tiny_cap()")
   cfg.pp = "test_tiny_cap"
-  T.raises(function() bv.data.inference(cfg, {requires = {"bv.testing_ops"}}):next() end,
+  T.raises(function() bv.data.inference(cfg, {requires = {"tests.lua.lib.testing_ops"}}):next() end,
            "one.jsonl:1 (image: " .. tmp .. "/ok.png)")
 end)
 

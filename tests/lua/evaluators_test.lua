@@ -1,6 +1,6 @@
 -- bv.evaluators: from_config's defaults and errors, and the classification and mean evaluators
 -- on small generated JSON-L data sets with fake predict functions whose results are known.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 local evaluators = require "bv.evaluators"
 local losses = require "bv.losses"

@@ -1,7 +1,7 @@
 -- bv.image codecs from Lua: decode/encode round trips, options, peek, 1-based decode_crop,
 -- files (write_png, write_jpeg, read), draw_line, and errors that carry file:line and name
 -- the culprit.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local THIS_FILE = "image_codec_test.lua:"
 

@@ -1,6 +1,6 @@
 -- bv.image crops and flips from Lua: 1-based offsets, size arguments, inception-crop options in
 -- percent, errors with file:line, determinism with bv.rng(seed).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local THIS_FILE = "image_crop_test.lua:"
 

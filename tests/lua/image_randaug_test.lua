@@ -1,6 +1,6 @@
 -- bv.image.randaug / bv.image.augment from Lua: determinism per bv.rng seed, shape and dtype
 -- kept, the level -> argument mapping of a few ops, fix_contrast, errors with file:line.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local THIS_FILE = "image_randaug_test.lua:"
 

@@ -1,6 +1,6 @@
 -- bv.image.resize / resize_small / resize_long from Lua: sizes as n or {h, w}, big_vision's
 -- defaults, dtype kept, errors that name the method or shape and carry this file's line.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 -- 4x6 single-channel ramp v = 10*r + c^2 (0-based r, c), as in the C++ tests.
 local function ramp(dtype)

@@ -1,4 +1,4 @@
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 local literal = require "bv.literal"
 

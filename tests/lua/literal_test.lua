@@ -1,4 +1,4 @@
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local literal = require "bv.literal"
 
 local parse, null = literal.parse, literal.null

@@ -1,7 +1,7 @@
 -- scripts/make_lines.lua: file layout, jsonl fields, labels against crossings recomputed here
 -- from the stored points, the drawn pixels, determinism per seed, split independence, usage
 -- errors. The script is loaded as a function and called with its command-line arguments.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 
 local SCRIPT = "scripts/make_lines.lua"

@@ -1,6 +1,6 @@
 -- bv.metrics: big_vision's metrics file (one JSON line per step, keys in measurement order,
 -- Python's json.dumps spelling, NaN/Infinity), the log lines, and reading files back.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local metrics = require "bv.metrics"
 
 local tmp = os.tmpname()

@@ -1,6 +1,6 @@
 -- Model:load: big_vision's model_init (a path, "path.npz:subtree", vanity names), dont_load,
 -- position-embedding resampling, scan/per-layer conversion, and the missing/unused report.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local tmp = os.tmpname()
 os.remove(tmp)

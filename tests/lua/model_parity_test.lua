@@ -1,7 +1,7 @@
 -- Numerical parity: tiny ViT, BiT and Gemma forward passes against independent PyTorch
 -- implementations (tests/reference/*.py, on the torch wheel in .venv) fed the same npz, within
 -- 1e-5 relative error in float32 (bvlua) against float64 (the reference).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 
 local PY = T.python("numpy, torch")

@@ -5,7 +5,7 @@
 -- deterministic and compared in full.
 --
 -- numpy comes from the venv scripts/setup makes (T.python).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local PY = T.python("numpy")
 

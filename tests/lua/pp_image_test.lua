@@ -1,6 +1,6 @@
 -- The image pp ops through bv.pp: big_vision's builder and ops_image tests (section 5.3, 5.5),
 -- and each op's arguments reaching the native functions.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local pp = bv.pp
 
 local function img640() return (bv.rand({640, 480, 3}, bv.rng(0)) * 255):to("uint8") end

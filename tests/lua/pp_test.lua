@@ -1,6 +1,6 @@
 -- bv.pp: big_vision's registry, utils, ops_general and ops_text (strfmt, lower) tests, ported
 -- (shared/reference/big_vision.md section 5), plus the error messages.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local pp = bv.pp
 local null = require("bv.literal").null
 

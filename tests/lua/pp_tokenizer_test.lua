@@ -5,7 +5,7 @@
 -- which positions attend to which (big_vision's prefix-LM rule on mask_ar), and which targets
 -- carry loss. Loc/seg tokens have known ids (base vocabulary + k), so the expected sequences
 -- below are written out by hand.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local tmp = os.tmpname()
 os.remove(tmp)

@@ -1,5 +1,5 @@
 -- bv.progress: the step line on a terminal (rewritten in place) and in a log (a line per step).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local progress = require "bv.progress"
 
 local function recorder()

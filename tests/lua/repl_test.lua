@@ -2,7 +2,7 @@
 -- (lib/bv/inspect.lua): how values print, what Tab offers, what `?name` answers, and lazy
 -- checkpoints and runs. The prompt itself is driven through a terminal in
 -- tests/cli/repl_test.sh.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local repl = require "bv.repl"
 local inspect = require "bv.inspect"
 local json = require "bv.json"

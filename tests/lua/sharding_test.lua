@@ -1,6 +1,6 @@
 -- bv.sharding without processes: big_vision's mesh/strategy keys and their errors, who owns
 -- which parameter under fsdp, and the single-process collectives (plain arithmetic).
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local sharding = require "bv.sharding"
 
 local function shapes()

@@ -1,7 +1,7 @@
 -- Tensor bytes are reported to Lua's collector (LUA_GCSTEP on every push). Without that, this
 -- loop peaked at 1.4 GB when measured: Lua sees only the few bytes of each userdata. Its own process, so
 -- the peak RSS is this loop's.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 T.test("3000 temporary 1 MiB tensors keep peak RSS under 500 MB", function()
   for _ = 1, 3000 do

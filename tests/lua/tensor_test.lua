@@ -1,6 +1,6 @@
 -- bv.Tensor from Lua: construction, dtypes, 1-based indexing and dims, arithmetic, reductions,
 -- shape ops, errors with file:line, rng streams.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local function vals(t) return t:totable() end
 

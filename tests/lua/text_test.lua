@@ -2,7 +2,7 @@
 -- SentencePiece models trained here. The cases follow big_vision's pp/ops_text_test.py where they
 -- apply (its test model has bos 1, eos 2 and no pad, like SentencePiece's defaults used by
 -- `default.model` below); ids are taken from the model, so the checks are about the rules.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 
 local tmp = os.tmpname()
 os.remove(tmp)

@@ -1,7 +1,7 @@
 -- The classification trainer end to end on a tiny generated data set: the loss falls and the
 -- validation accuracy rises, an interrupted and resumed run is bit-identical to an uninterrupted
 -- one, and the NaN guard stops training without touching the last checkpoint.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local json = require "bv.json"
 local metrics = require "bv.metrics"
 local trainer = require "bv.trainers.classification"

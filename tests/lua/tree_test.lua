@@ -1,5 +1,5 @@
 -- bv.tree: big_vision's utils_test.TreeTest cases (reference section 5.7), in Lua tables.
-local T = require "bv.testing"
+local T = require "tests.lua.lib.testing"
 local tree = require "bv.tree"
 
 local d1 = {w1 = 1, w2 = 2, w34 = {3, 4}}  -- w34 stands for the Python tuple (3, 4)

@@ -1,4 +1,6 @@
--- pp ops used by bvlua's own tests (a module, so pipeline workers can `require` it).
+-- pp ops used by bvlua's own tests, not part of the library: a module, so that pipeline workers
+-- can `require` it (`requires = {"tests.lua.lib.testing_ops"}`, or from a test config's
+-- register_pp_ops).
 bv.pp.register("test_noise", function()
   return function(d, rng) d.r = rng:integer(1, 1000000); return d end
 end, "test_noise(): stores a random integer from the example's stream in r")

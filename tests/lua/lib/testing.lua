@@ -1,4 +1,6 @@
--- bv.testing: a tiny test runner for Lua tests run by `bvlua run`.
+-- tests/lua/lib/testing.lua: a tiny test runner for Lua tests run by `bvlua run` from the source
+-- root (as CTest runs them): `local T = require "tests.lua.lib.testing"` (Lua's default path has
+-- ./?.lua, so the name is the file's path from the root, in the main state and in data workers').
 -- A test file registers cases with T.test(name, fn) and ends with T.run(), which prints one
 -- line per failure, a summary, and exits non-zero when anything failed (so CTest sees it).
 local M = {}
