@@ -2,9 +2,10 @@
 // builds the user-facing bv.data.training / bv.data.inference on top.
 //
 // Each pipeline worker thread owns a Lua state made like every other (new_state), which first
-// loads the run's config file (so ops the config registers inline exist there too) and any
-// `requires`, then builds the pp functions from their strings. Examples cross between threads
-// as C++ values (at::Tensor refcounts are atomic), never as Lua values.
+// registers the run's config's own pp ops (bv.config.register_pp_ops: the config's
+// register_pp_ops, never its get_config) and requires any `requires`, then builds the pp
+// functions from their strings. Examples cross between threads as C++ values (at::Tensor
+// refcounts are atomic), never as Lua values.
 #include <lua.hpp>
 
 #include <algorithm>
@@ -266,7 +267,7 @@ int source_gc(lua_State* L) {
 
 struct WorkerSetup {
   std::string lib_dir;
-  std::string config;               // "path.lua:args" loaded for its side effects, or ""
+  std::string config;                // "path.lua[:args]" whose pp ops the workers register, or ""
   std::vector<std::string> modules;  // the config's `requires`
   std::vector<std::string> pp;      // one pp string per source
   std::vector<SourcePtr> sources;
@@ -300,11 +301,13 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
   std::shared_ptr<lua_State> state(new_state(setup->lib_dir), LuaCloser());
   lua_State* L = state.get();
   if (!setup->config.empty()) {
+    // The config's own pp ops (its register_pp_ops), not the config: get_config is not run.
     lua_getglobal(L, "bv");
     lua_getfield(L, -1, "config");
-    lua_getfield(L, -1, "load");
+    lua_getfield(L, -1, "register_pp_ops");
     lua_pushstring(L, setup->config.c_str());
-    run_or_throw(L, 1, 0, "loading the config '" + setup->config + "' in a data worker");
+    run_or_throw(L, 1, 0,
+                 "registering the pp ops of the config '" + setup->config + "' in a data worker");
     lua_pop(L, 2);
   }
   for (const auto& mod : setup->modules) {

@@ -19,16 +19,19 @@
 -- image files under data/lines/.
 local config = require "bv.config"
 
--- A pp op defined right here, as configs may (data workers load this file too, so the op exists
--- there): a rotation by a random multiple of 90 degrees. The number of crossings doesn't change,
--- and with flip_lr it draws from all eight symmetries of the square.
-bv.pp.register("random_rot90", bv.pp.inkeyoutkey(function()
-  return function(img, rng)
-    for _ = 1, rng:integer(0, 3) do img = img:transpose(1, 2):flip(1) end  -- 90 degrees each
-    return img
-  end
-end), "random_rot90(): rotates the image [H, W, C] by 0, 90, 180 or 270 degrees, uniformly " ..
-      "(defined in configs/bit_lines.lua)")
+-- A pp op defined right here, as configs may: register_pp_ops (returned below with get_config)
+-- runs in every data worker, so the op exists there; get_config itself registers nothing. A
+-- rotation by a random multiple of 90 degrees: the number of crossings doesn't change, and with
+-- flip_lr it draws from all eight symmetries of the square.
+local function register_pp_ops()
+  bv.pp.register("random_rot90", bv.pp.inkeyoutkey(function()
+    return function(img, rng)
+      for _ = 1, rng:integer(0, 3) do img = img:transpose(1, 2):flip(1) end  -- 90 degrees each
+      return img
+    end
+  end), "random_rot90(): rotates the image [H, W, C] by 0, 90, 180 or 270 degrees, uniformly " ..
+        "(defined in configs/bit_lines.lua)")
+end
 
 local RES = 64
 
@@ -128,4 +131,4 @@ local function get_config(arg)
   return c
 end
 
-return get_config
+return {get_config = get_config, register_pp_ops = register_pp_ops}

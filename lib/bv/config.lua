@@ -1,7 +1,9 @@
 -- bv.config: big_vision's config semantics for Lua configs.
 --
 -- A config is a Lua file that returns a table, or a function get_config(arg) that builds one
--- from the text after ':' in `path/to/config.lua:ARGS` (see M.parse_arg for that text).
+-- from the text after ':' in `path/to/config.lua:ARGS` (see M.parse_arg for that text), or a
+-- module with get_config and the steps the config declares (prepare, register_pp_ops: see
+-- "Loading" below).
 -- After loading, `--config.a.b=VALUE` overrides replace existing fields, converted to the type
 -- the field already has; like big_vision's locked ConfigDict, a key that does not exist cannot
 -- be created from the command line. A field holding nil or bv.literal.null has no type to
@@ -190,35 +192,49 @@ function M.parse_arg(arg, spec, opts)
 end
 
 -- Loading -----------------------------------------------------------------------------------
+--
+-- A config file returns one of:
+--   a table                  the config itself (it takes no ARGS);
+--   a function get_config(arg)  builds the config from the ARGS text (nil without ':');
+--   a module table {get_config = function(arg), prepare = function(config),
+--                   register_pp_ops = function()}, prepare and register_pp_ops optional.
+-- Configs are data: running the file and get_config builds a table and does nothing else (no
+-- files made, no processes, no pp ops registered), so it may run anywhere and any number of
+-- times. What a config needs done declares itself:
+--   prepare(config)    makes what the resolved config reads and can be made here (a data set
+--                      drawn, a tokenizer trained). `bvlua train` runs it once per run, on rank
+--                      0 before any process reads data (M.prepare); it makes only what is
+--                      missing, so running it again does nothing.
+--   register_pp_ops()  registers the config's own pp ops. Every data worker runs it in its own
+--                      Lua state (M.register_pp_ops), without get_config.
+-- The file's top level runs whenever the config is loaded (workers included): keep it to
+-- definitions.
 
-local function run_config(path, arg)
-  local chunk, err = loadfile(path, "t")
-  if not chunk then error("config: " .. err, 0) end
-  local result = chunk()
-  if type(result) == "function" then
-    result = result(arg)
-    if type(result) ~= "table" then
-      error(string.format('config: get_config in "%s" returned a %s, expected a table',
-        path, type(result)), 0)
-    end
-  elseif type(result) == "table" then
-    if arg ~= nil then
-      error(string.format('config: "%s" returns a table, so it takes no ":%s"; return a '
-        .. "function get_config(arg) to accept arguments", path, arg), 0)
-    end
-  else
-    error(string.format('config: "%s" must return a table or a function get_config(arg), '
-      .. "got %s", path, type(result)), 0)
+local MODULE_KEYS = {get_config = true, prepare = true, register_pp_ops = true}
+
+-- A table is a config module when it holds one of MODULE_KEYS as a function (a config itself
+-- holds no functions: they cannot be saved to config.json).
+local function is_module(t)
+  for k in pairs(MODULE_KEYS) do
+    if type(rawget(t, k)) == "function" then return true end
   end
-  return result
+  return false
 end
 
--- Loads "path/to/config.lua" or "path/to/config.lua:ARGS" (split at the first ':'). A
--- function result is called with the ARGS text, or nil when there was no ':'. While the file
--- runs, modules next to it can be required by name.
-function M.load(spec_string)
+-- Runs fn() with modules next to the config file requirable by name; restores package.path on
+-- errors too, without catching them (keeps their traceback).
+local function in_config_dir(path, fn, ...)
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  local saved = package.path
+  package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. saved
+  local _ <close> = setmetatable({}, {__close = function() package.path = saved end})
+  return fn(...)
+end
+
+-- "path.lua:ARGS" -> path, ARGS (nil without ':'); the file must be readable.
+local function split_spec(spec_string, level)
   if type(spec_string) ~= "string" or spec_string == "" then
-    error("config: expected CONFIG[:ARGS], got " .. tostring(spec_string), 2)
+    error("config: expected CONFIG[:ARGS], got " .. tostring(spec_string), level + 1)
   end
   local path, arg = spec_string:match("^([^:]*):(.*)$")
   path = path or spec_string
@@ -229,12 +245,88 @@ function M.load(spec_string)
     error(string.format('config: cannot read "%s": %s', path, err), 0)
   end
   f:close()
-  local dir = path:match("^(.*)/[^/]*$") or "."
-  local saved = package.path
-  package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. saved
-  -- Restores package.path on errors too, without catching them (keeps their traceback).
-  local _ <close> = setmetatable({}, {__close = function() package.path = saved end})
-  return run_config(path, arg)
+  return path, arg
+end
+
+-- Runs the file; returns its module: {get_config = fn} or {config = table}, plus prepare and
+-- register_pp_ops when declared.
+local function load_module(path)
+  local chunk, err = loadfile(path, "t")
+  if not chunk then error("config: " .. err, 0) end
+  local result = chunk()
+  if type(result) == "function" then return {get_config = result} end
+  if type(result) ~= "table" then
+    error(string.format('config: "%s" must return a table or a function get_config(arg), '
+      .. "got %s", path, type(result)), 0)
+  end
+  if not is_module(result) then return {config = result} end
+  for k, v in pairs(result) do
+    if not MODULE_KEYS[k] then
+      error(string.format('config: "%s" returns a module with an unknown key "%s" (a module has '
+        .. "get_config, prepare and register_pp_ops)", path, tostring(k)), 0)
+    end
+    if type(v) ~= "function" then
+      error(string.format('config: %s in "%s" must be a function, got a %s', k, path, type(v)), 0)
+    end
+  end
+  if not result.get_config then
+    error(string.format('config: "%s" returns a module without get_config', path), 0)
+  end
+  return result
+end
+
+local function build(path, arg, module)
+  local result = module.config
+  if module.get_config then
+    result = module.get_config(arg)
+    if type(result) ~= "table" then
+      error(string.format('config: get_config in "%s" returned a %s, expected a table',
+        path, type(result)), 0)
+    end
+  elseif arg ~= nil then
+    error(string.format('config: "%s" returns a table, so it takes no ":%s"; return a '
+      .. "function get_config(arg) to accept arguments", path, arg), 0)
+  end
+  return result
+end
+
+-- Loads "path/to/config.lua" or "path/to/config.lua:ARGS" (split at the first ':'). A
+-- function result is called with the ARGS text, or nil when there was no ':'. While the file
+-- runs, modules next to it can be required by name.
+function M.load(spec_string)
+  local path, arg = split_spec(spec_string, 2)
+  return in_config_dir(path, function() return build(path, arg, load_module(path)) end)
+end
+
+-- The config file's module (see above): {get_config = fn | config = table, prepare = fn?,
+-- register_pp_ops = fn?}. ARGS after ':' are ignored.
+function M.module(spec_string)
+  local path = split_spec(spec_string, 2)
+  return in_config_dir(path, load_module, path)
+end
+
+-- Runs the config's prepare(cfg) (cfg: the resolved config, overrides applied), if it declares
+-- one; returns whether it did.
+function M.prepare(spec_string, cfg)
+  local path = split_spec(spec_string, 2)
+  return in_config_dir(path, function()
+    local module = load_module(path)
+    if not module.prepare then return false end
+    module.prepare(cfg)
+    return true
+  end)
+end
+
+-- Registers the config's own pp ops (its register_pp_ops, if it declares one) in this Lua
+-- state, without building the config: what each data worker runs. Returns whether it did.
+function M.register_pp_ops(spec_string)
+  local path = split_spec(spec_string, 2)
+  return in_config_dir(path, function()
+    local module = load_module(path)
+    if not module.register_pp_ops then return false end
+    module.register_pp_ops()
+    return true
+  end)
 end
 
 -- Dotted keys -------------------------------------------------------------------------------

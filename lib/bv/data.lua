@@ -5,7 +5,9 @@
 --   it:position()                -- save it; {position = p} resumes at the same example
 --
 -- The work happens in native worker threads (bindings/data.cpp, runtime/data/pipeline.cpp),
--- each with its own Lua state that loads `opts.config` so ops registered inline exist there.
+-- each with its own Lua state. opts.config ("path.lua[:args]"): each worker runs that config's
+-- register_pp_ops (bv.config.register_pp_ops; not get_config), so the config's own ops exist
+-- there; opts.requires: modules each worker requires (ops registered by a module).
 local M = {}
 
 -- Keys that belong to one dataset of a mixture (input[name]), never to the top of `input`.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A shortened `bvlua train configs/paligemma.lua:variant=tiny`: the whole PaliGemma path (lines
-# data, a SentencePiece model trained on the fly, the prefix-LM trainer, decoding, the vqa and
-# perplexity evaluators) runs, the loss falls, and the vqa outfile is written per step.
+# data, a SentencePiece model trained by the config's prepare, the prefix-LM trainer, decoding,
+# the vqa and perplexity evaluators) runs, the loss falls, and the vqa outfile is written per
+# step; prepare runs once, in 1 process and in 2.
 # Usage: paligemma_tiny_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: paligemma_tiny_test.sh path/to/bvlua}")
@@ -19,6 +20,9 @@ cd "$TMP" || exit 1  # the config reads data/lines/ relative to the working dire
   --config.evals.val/pplx.log_percent=1.0 >"$TMP/out" 2>&1 || fail "train exited with $?"
 
 [ -f data/lines/tiny_sp.model ] || fail "the tiny tokenizer was not trained"
+# The config's prepare trained it, once; the data existed, so nothing was drawn.
+[ "$(grep -c 'training the tiny tokenizer' "$TMP/out")" = 1 ] || fail "prepare did not run once"
+grep -q 'drawing the lines' "$TMP/out" && fail "prepare drew the data that was there"
 for step in 0 30; do
   [ -s "w/vqa_val_$step.json" ] || fail "no vqa outfile for step $step"
 done
@@ -35,7 +39,9 @@ end
 assert(first and last, 'no training_loss in the metrics file')
 assert(last < 0.5 * first, string.format('loss did not fall: %g -> %g', first, last))" \
   || fail "loss"
-# The same trainer in 2 processes with fsdp (bv.sharding): it runs, rank 0 alone writes.
+# The same trainer in 2 processes with fsdp (bv.sharding): it runs, rank 0 alone writes. The
+# tokenizer is gone, so rank 0 prepares it (once) while rank 1 waits for it.
+rm data/lines/tiny_sp.model
 "$BVLUA" train "$ROOT/configs/paligemma.lua:variant=tiny" --workdir w2 --nproc 2 \
   --config.total_steps=4 --config.log_training_steps=2 --config.ckpt_steps=4 \
   --config.input.batch_size=8 --config.evals.val/vqa.log_percent=1.0 \
@@ -43,6 +49,8 @@ assert(last < 0.5 * first, string.format('loss did not fall: %g -> %g', first, l
   '--config.sharding_strategy=[[".*","fsdp(axis=\"data\", min_size_to_shard_mb=0)"]]' \
   >"$TMP/out" 2>&1 || fail "2-process train exited with $?"
 [ -s w2/vqa_val_4.json ] || fail "no vqa outfile from the 2-process run"
+[ "$(grep -c 'training the tiny tokenizer' "$TMP/out")" = 1 ] \
+  || fail "prepare did not run once in 2 processes"
 # Each rank decodes its half of the 16 val examples; rank 0 writes all of them, in order.
 "$BVLUA" -e "
 local recs = require('bv.json').decode(bv.fs.read_file('w2/vqa_val_4.json'))

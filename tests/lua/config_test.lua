@@ -263,6 +263,47 @@ T.test("load of a plain table config", function()
   T.raises(function() config.load(FIXTURES .. "cfg_table.lua:x") end, 'takes no ":x"')
 end)
 
+T.test("a config module: loading builds the table, prepare and register_pp_ops run apart", function()
+  local marker = os.tmpname()
+  os.remove(marker)
+  local spec = FIXTURES .. "cfg_module.lua:" .. marker
+  local before = package.path
+  local cfg = config.load(spec)
+  T.eq(cfg, {marker = marker, lr = 0.1})
+  T.truthy(not bv.fs.exists(marker), "loading prepares nothing")
+  T.raises(function() bv.pp.build("cfg_module_op") end, "unknown op 'cfg_module_op'")
+  local m = config.module(spec)
+  T.eq({type(m.get_config), type(m.prepare), type(m.register_pp_ops)},
+       {"function", "function", "function"})
+  cfg.lr = 0.5  -- prepare sees the resolved config, overrides included
+  T.eq(config.prepare(spec, cfg), true)
+  T.eq(bv.fs.read_file(marker), "prepared with lr 0.5 decode|resize(1)|value_range(-1, 1)\n")
+  os.remove(marker)
+  T.eq(config.register_pp_ops(spec), true)
+  T.eq(bv.pp.build("cfg_module_op")({}), {seen = true})
+  T.eq(package.path, before, "package.path restored")
+  -- Configs that declare nothing: nothing to run.
+  T.eq(config.prepare(FIXTURES .. "cfg_with_arg.lua:res=1", {}), false)
+  T.eq(config.register_pp_ops(FIXTURES .. "cfg_table.lua"), false)
+  T.eq(config.module(FIXTURES .. "cfg_table.lua"), {config = {seed = 0, lr = 0.01}})
+end)
+
+T.test("config module mistakes name the file and the key", function()
+  local path = os.tmpname()
+  local function with(text, pattern)
+    bv.fs.write_file(path, text)
+    T.raises(function() config.load(path) end, pattern)
+  end
+  with("return {get_config = function() return {} end, prepar = function() end}",
+       'returns a module with an unknown key "prepar"')
+  with("return {get_config = function() return {} end, prepare = 'x'}",
+       'prepare in "' .. path .. '" must be a function, got a string')
+  with("return {register_pp_ops = function() end}", '"' .. path .. '" returns a module without get_config')
+  with("return {get_config = function() return 1 end, prepare = function() end}",
+       'get_config in "' .. path .. '" returned a number, expected a table')
+  os.remove(path)
+end)
+
 T.test("load errors name the file", function()
   local before = package.path
   T.raises(function() config.load(FIXTURES .. "missing.lua:x") end,
@@ -288,8 +329,9 @@ end)
 -- parse_cli ----------------------------------------------------------------------------------
 
 T.test("the example config's inline op rotates by multiples of 90 degrees, all four", function()
-  local cfg = config.load(BIT_LINES .. ":rot90")  -- registers random_rot90, and uses it
+  local cfg = config.load(BIT_LINES .. ":rot90")  -- uses random_rot90
   T.truthy(cfg.input.pp:find("|flip_lr|flip_ud|random_rot90|", 1, true), cfg.input.pp)
+  T.eq(config.register_pp_ops(BIT_LINES), true)  -- what data workers run: registers it
   local op = bv.pp.build("random_rot90")
   local img = bv.arange(0, 6):reshape({2, 3, 1})  -- rows {0, 1, 2} and {3, 4, 5}
   local want = {
@@ -360,7 +402,7 @@ local function run_train(argv)
     return {write = function(self, ...)
       for _, s in ipairs({...}) do buf[#buf + 1] = tostring(s) end
       return self
-    end}
+    end, flush = function(self) return self end}
   end
   local real_out, real_err, real_bv = io.stdout, io.stderr, rawget(_G, "bv")
   io.stdout, io.stderr = sink(out), sink(err)

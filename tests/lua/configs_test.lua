@@ -61,4 +61,42 @@ T.test("configs/paligemma.lua", function()
   end
 end)
 
+-- Configs are data: the PaliGemma config, tiny variant included, makes no files when loaded
+-- (the lines data and the tiny tokenizer are its prepare's, which `bvlua train` runs once);
+-- prepare makes what is missing and leaves what exists. Run in an empty directory, since the
+-- config's paths are relative to the working directory.
+T.test("configs/paligemma.lua: loading makes no files; prepare makes the missing ones", function()
+  local root = assert(io.popen("pwd")):read("l")
+  local dir = os.tmpname()
+  os.remove(dir)
+  bv.fs.mkdirs(dir)
+  local function sh(code)
+    local p = assert(io.popen(string.format("cd '%s' && '%s' -e %q 2>&1", dir,
+                                            bv.dist.executable(), code)))
+    local out = p:read("a")
+    T.truthy(p:close(), out)
+    return out
+  end
+  local function listing() return assert(io.popen("ls -A '" .. dir .. "'")):read("a") end
+  local spec = root .. "/configs/paligemma.lua:variant=tiny"
+  sh(string.format("bv.config.load(%q); bv.config.load(%q)", spec, root .. "/configs/paligemma.lua"))
+  T.eq(listing(), "", "files made by loading")
+  -- A few lines of data drawn first (prepare would draw the whole set), then prepare: the
+  -- tokenizer, with the vocabulary the tiny model is built for.
+  sh(string.format("assert(os.execute(%q))",
+                   string.format("'%s' run '%s/scripts/make_lines.lua' data/lines --train 8 "
+                                 .. "--val 4 --test 1 >/dev/null", bv.dist.executable(), root)))
+  local code = string.format("local c = bv.config.load(%q); assert(bv.config.prepare(%q, c)); "
+    .. "print(c.model.llm.vocab_size, bv.text.tokenizer(c.evals['val/vqa'].tokenizer).vocab_size)",
+    spec, spec)
+  local out = sh(code)
+  T.truthy(out:find("training the tiny tokenizer", 1, true), out)
+  T.truthy(not out:find("drawing", 1, true), out)
+  T.truthy(out:find("43\t43\n", 1, true), out)
+  T.truthy(bv.fs.exists(dir .. "/data/lines/tiny_sp.model"), "tokenizer made")
+  out = sh(code)
+  T.truthy(not out:find("training", 1, true), "a second prepare does nothing: " .. out)
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 T.run()

@@ -86,10 +86,19 @@ T.test("a saved position resumes with exactly the same examples and randomness",
 end)
 
 T.test("ops a config registers inline exist in the workers", function()
-  local cfg = bv.config.load("tests/lua/fixtures/cfg_inline_op.lua")
+  local count = tmp .. "/get_config_calls"
+  local spec = "tests/lua/fixtures/cfg_inline_op.lua:count=" .. count
+  local cfg = bv.config.load(spec)
+  -- Loading the config registers nothing here (configs are data)...
+  T.raises(function() bv.pp.build("add_ten") end, "unknown op 'add_ten'")
   cfg.input.data = data_cfg
-  local it = bv.data.training(cfg.input, {config = "tests/lua/fixtures/cfg_inline_op.lua", workers = 2})
+  local it = bv.data.training(cfg.input, {config = spec, workers = 2})
   for _, x in ipairs(it:next().x:totable()) do T.truthy(x >= 10, "add_ten ran") end
+  -- ...and the workers ran the config's register_pp_ops, never its get_config: the one call is
+  -- the load above.
+  local calls = 0
+  for _ in io.lines(count) do calls = calls + 1 end
+  T.eq(calls, 1, "get_config calls")
   T.raises(function()
     bv.data.training(cfg.input, {workers = 1}):next()
   end, "unknown op 'add_ten'")

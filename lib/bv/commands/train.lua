@@ -113,6 +113,10 @@ function M.main(argv)
                              timeout = tonumber(os.getenv("BV_DIST_TIMEOUT") or "") or 300}
     run.rank, run.world = run.group:rank(), run.group:world_size()
   end
+  -- What the config declares it needs made (its prepare: data drawn, a tokenizer trained): once
+  -- per run, on rank 0, while the other ranks wait; before anything reads data.
+  if (run.rank or 0) == 0 then config.prepare(opts.config, cfg) end
+  if run.group then run.group:barrier() end
   -- --debug opens its REPL on rank 0 only: the other ranks' output goes through the launcher.
   if not opts.debug or (run.rank or 0) ~= 0 then
     trainer(cfg, opts.workdir, run)
