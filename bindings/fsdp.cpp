@@ -1,11 +1,11 @@
 // bv.dist.fsdp: fully sharded parameters (runtime/distributed/fsdp.h), driven by lib/bv/sharding.lua.
 //
-//   local fs = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
-//   fs:placeholder(name)   -- what the model's params table holds for it
-//   fs:part(name)          -- this rank's part (whole, or its rows stacked), or nil
-//   fs:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
-//   fs:take_grads()        -- name -> gradient of this rank's parts, averaged over ranks
-//   fs:gather(name)        -- the whole value, on every rank (collective)
+//   local fsdp = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
+//   fsdp:placeholder(name)   -- what the model's params table holds for it
+//   fsdp:owned(name)         -- what this rank owns of it (whole, or its rows stacked), or nil
+//   fsdp:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
+//   fsdp:take_grads()        -- name -> gradient of what this rank owns, averaged over ranks
+//   fsdp:gather(name)        -- the whole value, on every rank (collective)
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -76,8 +76,8 @@ int fsdp_placeholder(lua_State* L) {
   return 1;
 }
 
-int fsdp_part(lua_State* L) {
-  at::Tensor t = check_fsdp(L, 1).local(luaL_checkstring(L, 2));
+int fsdp_owned(lua_State* L) {
+  at::Tensor t = check_fsdp(L, 1).owned(luaL_checkstring(L, 2));
   if (t.defined()) push_tensor(L, t);
   else lua_pushnil(L);
   return 1;
@@ -121,7 +121,7 @@ int fsdp_gather(lua_State* L) {
 void open_fsdp(lua_State* L) {
   static const luaL_Reg methods[] = {
       BV_FN("placeholder", fsdp_placeholder),
-      BV_FN("part", fsdp_part),
+      BV_FN("owned", fsdp_owned),
       BV_FN("run", fsdp_run),
       BV_FN("take_grads", fsdp_take_grads),
       BV_FN("gather", fsdp_gather),

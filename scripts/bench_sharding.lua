@@ -26,10 +26,9 @@ labels:narrow(2, 1, 1):fill_(1)
 
 local function step()
   local _, grads = shard:gradients(params, function(p)
-    return bv.train.loss_and_grads(model.name, model.cfg_json, p, images, labels,
-                                   {loss = "softmax_xent"})
+    return model:loss_and_grads(p, {image = images, labels = labels}, {loss = "softmax_xent"})
   end)
-  opt:update(shard:opt_params(params), grads, {norms = false})
+  opt:update(shard:owned(params), grads, {norms = false})
   shard:sync_params(params)
 end
 

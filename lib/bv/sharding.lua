@@ -264,15 +264,13 @@ function Sharding:owned(params)
   local out = {}
   for name, t in pairs(params) do
     if self.kind[name] == "fsdp" then
-      out[name] = self.fsdp:part(name)  -- nil when this rank owns none of it
+      out[name] = self.fsdp:owned(name)  -- nil when this rank owns none of it
     elseif self:updates(name, self.rank) then
       out[name] = t
     end
   end
   return out
 end
--- owned's former name, kept for scripts/bench_sharding.lua until it says owned().
-Sharding.opt_params = Sharding.owned
 
 -- loss, grads = fn(params) on this rank's part of the batch, made global: the loss and the
 -- gradients are averaged over ranks (fsdp's during the backward, at their owners; the others
@@ -472,7 +470,7 @@ function Sharding:param_bytes(params)
   local function add(t) n = n + t:nbytes() end
   for name, t in pairs(params) do
     if self.kind and self.kind[name] == "fsdp" and self.fsdp then
-      local owned = self.fsdp:part(name)
+      local owned = self.fsdp:owned(name)
       if owned then add(owned) end
     else
       add(t)

@@ -85,20 +85,20 @@ FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSp
                world_ - 1, ")");
     }
     if (!split) {
-      if (p.owners[0] == rank_) p.local = s.full.detach().clone();
+      if (p.owners[0] == rank_) p.owned = s.full.detach().clone();
     } else {
       std::vector<int64_t> mine;
-      p.local_row.assign(p.owners.size(), -1);
+      p.owned_row.assign(p.owners.size(), -1);
       for (size_t r = 0; r < p.owners.size(); ++r) {
         if (p.owners[r] != rank_) continue;
-        p.local_row[r] = static_cast<int64_t>(mine.size());
+        p.owned_row[r] = static_cast<int64_t>(mine.size());
         mine.push_back(static_cast<int64_t>(r));
       }
       if (!mine.empty()) {
-        p.local = s.full.detach().index_select(0, at::tensor(mine, at::kLong).to(s.full.device()));
+        p.owned = s.full.detach().index_select(0, at::tensor(mine, at::kLong).to(s.full.device()));
       }
     }
-    if (p.local.defined()) p.local.set_requires_grad(true);
+    if (p.owned.defined()) p.owned.set_requires_grad(true);
     p.placeholder = make_placeholder(p.shape, p.options);
     s.full = at::Tensor();  // the caller's copy may go now
     by_placeholder_[p.placeholder.unsafeGetTensorImpl()] = params_.size();
@@ -119,7 +119,7 @@ const FsdpParams::Param& FsdpParams::find(const std::string& name) const {
 }
 
 at::Tensor FsdpParams::placeholder(const std::string& name) const { return find(name).placeholder; }
-at::Tensor FsdpParams::local(const std::string& name) const { return find(name).local; }
+at::Tensor FsdpParams::owned(const std::string& name) const { return find(name).owned; }
 
 std::vector<int64_t> FsdpParams::rows(const std::string& name, int rank) const {
   const Param& p = find(name);
@@ -134,8 +134,8 @@ std::vector<int64_t> FsdpParams::rows(const std::string& name, int rank) const {
 std::map<std::string, at::Tensor> FsdpParams::take_grads() {
   std::map<std::string, at::Tensor> out;
   for (auto& p : params_) {
-    if (!p.local.defined()) continue;
-    at::Tensor& g = p.local.mutable_grad();
+    if (!p.owned.defined()) continue;
+    at::Tensor& g = p.owned.mutable_grad();
     if (g.defined()) {
       out[p.name] = g;
       g = at::Tensor();
@@ -147,7 +147,7 @@ std::map<std::string, at::Tensor> FsdpParams::take_grads() {
 at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
   int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
   at::Tensor input = dummy_;
-  if (owner == rank_) input = row < 0 ? p.local : p.local[p.local_row[static_cast<size_t>(row)]];
+  if (owner == rank_) input = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
   return Fetch::apply(input, this, static_cast<int64_t>(&p - params_.data()), row);
 }
 
@@ -181,7 +181,7 @@ at::Tensor FsdpParams::gather(const std::string& name) {
   at::NoGradGuard no_grad;
   Param& p = find(name);
   if (p.owners.size() == 1) {
-    at::Tensor out = p.owners[0] == rank_ ? p.local.detach().clone() : at::empty(p.shape, p.options);
+    at::Tensor out = p.owners[0] == rank_ ? p.owned.detach().clone() : at::empty(p.shape, p.options);
     std::vector<at::Tensor> bufs{out};
     dist_broadcast(*group_, bufs, p.owners[0]);
     return out;
@@ -192,7 +192,7 @@ at::Tensor FsdpParams::gather(const std::string& name) {
     if (rows_r.empty()) continue;
     std::vector<int64_t> block_shape = p.shape;
     block_shape[0] = static_cast<int64_t>(rows_r.size());
-    at::Tensor block = r == rank_ ? p.local.detach().clone() : at::empty(block_shape, p.options);
+    at::Tensor block = r == rank_ ? p.owned.detach().clone() : at::empty(block_shape, p.options);
     std::vector<at::Tensor> bufs{block};
     dist_broadcast(*group_, bufs, r);
     out.index_copy_(0, at::tensor(rows_r, at::kLong).to(out.device()), block);

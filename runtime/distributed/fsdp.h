@@ -38,10 +38,10 @@ class FsdpParams : public models::ParamSource {
 
   // What the model's Params hold for `name`.
   at::Tensor placeholder(const std::string& name) const;
-  // This process's part of `name`: the whole tensor, the rows it owns stacked ([k, ...]) for a
+  // What this process owns of `name`: the whole tensor, the rows it owns stacked ([k, ...]) for a
   // split one, or undefined when it owns none. A leaf that requires grad; the optimizer updates
   // it in place.
-  at::Tensor local(const std::string& name) const;
+  at::Tensor owned(const std::string& name) const;
   // The rows of a split parameter that `rank` owns, in order (empty for a whole one).
   std::vector<int64_t> rows(const std::string& name, int rank) const;
   // The gradients of this process's parts after backward passes (already averaged over
@@ -60,8 +60,8 @@ class FsdpParams : public models::ParamSource {
     std::vector<int64_t> shape;
     at::TensorOptions options;
     std::vector<int> owners;         // size 1 (whole) or shape[0] (split by rows)
-    std::vector<int64_t> local_row;  // split: row -> index in `local`, -1 when not ours
-    at::Tensor local, placeholder;
+    std::vector<int64_t> owned_row;  // split: row -> index in `owned`, -1 when not ours
+    at::Tensor owned, placeholder;
   };
   // Broadcasts part `row` of `p` (-1: the whole tensor) from its owner, as a tensor whose
   // gradient goes back to the owner.

@@ -56,7 +56,7 @@ T.test("fsdp in one process: placeholders resolve to the parts, gradients reach 
   local held = {}
   for k, v in pairs(p) do held[k] = v end
   held[stack], held["head/kernel"] = fs:placeholder(stack), fs:placeholder("head/kernel")
-  T.truthy(fs:part(stack):equal(p[stack]), "one process owns all of it")
+  T.truthy(fs:owned(stack):equal(p[stack]), "one process owns all of it")
   local loss1, grads1 = fs:run(m.loss_and_grads, m, held, {image = x, labels = y})
   T.near(loss1, loss0, 1e-6)
   local mine = fs:take_grads()
