@@ -126,5 +126,12 @@ expect_in out "i	2" "repl multi-line"
 expect_in err "oops" "repl error shown"
 expect_in out "after" "repl continues after an error"
 
+# --- one Lua test by name (HACKING.md): the test runner filters on the first argument ---
+run "$BVLUA" run tests/lua/pp_test.lua parse_op
+expect_rc 0 "one Lua test by name"; expect_in out "2 passed, 0 failed" "only the parse_op cases"
+run "$BVLUA" run tests/lua/pp_test.lua no_such_test
+expect_rc 1 "a filter that matches nothing"; expect_in err "no test name contains 'no_such_test'" \
+  "a filter that matches nothing says so"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -3,6 +3,8 @@
 -- ./?.lua, so the name is the file's path from the root, in the main state and in data workers').
 -- A test file registers cases with T.test(name, fn) and ends with T.run(), which prints one
 -- line per failure, a summary, and exits non-zero when anything failed (so CTest sees it).
+-- One test by name: `build/bvlua run tests/lua/pp_test.lua parse_op` runs the cases whose
+-- names contain the first command-line argument (a plain substring).
 local M = {}
 
 local cases = {}
@@ -89,8 +91,11 @@ function M.python(modules)
   return py
 end
 
--- Runs every registered case; `filter` (optional) is a substring of the names to run.
+-- Runs every registered case; `filter` (optional; default the script's first command-line
+-- argument) is a substring of the names to run. A filter that matches nothing is a failure, so
+-- a typo never passes.
 function M.run(filter)
+  filter = filter or (arg and arg[1])
   local passed, failed = 0, 0
   for _, c in ipairs(cases) do
     if not filter or c.name:find(filter, 1, true) then
@@ -102,6 +107,10 @@ function M.run(filter)
         io.stderr:write("FAIL ", c.name, "\n", tostring(err), "\n")
       end
     end
+  end
+  if filter and passed + failed == 0 then
+    io.stderr:write(string.format("FAIL no test name contains '%s'\n", filter))
+    failed = 1
   end
   print(string.format("%d passed, %d failed", passed, failed))
   cases = {}
