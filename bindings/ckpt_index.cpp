@@ -105,9 +105,12 @@ int index_gc(lua_State* L) {
 
 void open_ckpt_index(lua_State* L, int table) {
   static const luaL_Reg methods[] = {
-      BV_FN("entries", index_entries), BV_FN("info", index_info),
-      BV_FN("load", index_load),       BV_FN("file", index_file),
-      BV_FN("format", index_format),   BV_FN("step", index_step),
+      BV_FN("entries", index_entries),
+      BV_FN("info", index_info),
+      BV_FN("load", index_load),
+      BV_FN("file", index_file),
+      BV_FN("format", index_format),
+      BV_FN("step", index_step),
       {nullptr, nullptr},
   };
   luaL_newmetatable(L, kIndexMeta);

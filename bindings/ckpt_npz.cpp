@@ -86,8 +86,9 @@ int ckpt_save_npz(lua_State* L) {
     const char* key = lua_tolstring(L, -2, &n);
     std::string name(key, n);
     at::Tensor* t = test_tensor(L, -1);
-    if (!t) raise(L, str("save_npz: params['", name, "'] is a ", luaL_typename(L, -1),
-                         ", not a bv.Tensor"));
+    if (!t)
+      raise(L,
+            str("save_npz: params['", name, "'] is a ", luaL_typename(L, -1), ", not a bv.Tensor"));
     params.emplace_back(name, *t);
     lua_pop(L, 1);
   }

@@ -98,8 +98,9 @@ int ckpt_save(lua_State* L) {
     while (lua_next(L, 5) != 0) {
       lua_pop(L, 1);
       bool known = lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "keep";
-      if (!known) raise(L, str("bv.ckpt.save: unknown option '", luaL_tolstring(L, -1, nullptr),
-                               "' (options: keep)"));
+      if (!known)
+        raise(L, str("bv.ckpt.save: unknown option '", luaL_tolstring(L, -1, nullptr),
+                     "' (options: keep)"));
     }
     lua_getfield(L, 5, "keep");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
@@ -173,8 +174,8 @@ int ckpt_save_safetensors(lua_State* L) {
       std::string key = lua_tostring(L, -2);
       int type = lua_type(L, -1);
       if (type != LUA_TSTRING && type != LUA_TNUMBER) {
-        raise(L, str("bv.ckpt.save_safetensors: metadata['", key, "'] is a ",
-                     luaL_typename(L, -1), "; values must be strings"));
+        raise(L, str("bv.ckpt.save_safetensors: metadata['", key, "'] is a ", luaL_typename(L, -1),
+                     "; values must be strings"));
       }
       size_t n = 0;
       const char* v = luaL_tolstring(L, -1, &n);

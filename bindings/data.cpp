@@ -269,7 +269,7 @@ struct WorkerSetup {
   std::string lib_dir;
   std::string config;                // "path.lua[:args]" whose pp ops the workers register, or ""
   std::vector<std::string> modules;  // the config's `requires`
-  std::vector<std::string> pp;      // one pp string per source
+  std::vector<std::string> pp;       // one pp string per source
   std::vector<SourcePtr> sources;
   uint64_t seed = 0;
   std::shared_ptr<FileCache> cache;  // null unless cache_raw
@@ -407,7 +407,8 @@ int data_pipeline(lua_State* L) {
   lua_pop(L, 1);
   if (setup->sources.empty()) raise(L, "data: no sources");
   if (setup->pp.size() != setup->sources.size()) {
-    raise(L, str("data: ", setup->sources.size(), " sources but ", setup->pp.size(), " pp strings"));
+    raise(L,
+          str("data: ", setup->sources.size(), " sources but ", setup->pp.size(), " pp strings"));
   }
   std::vector<double> weights(setup->sources.size(), 1.0);
   lua_getfield(L, 1, "weights");
@@ -500,14 +501,18 @@ void new_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFun
 
 void open_data(lua_State* L) {
   static const luaL_Reg source_methods[] = {
-      BV_FN("size", source_size),       BV_FN("example", source_example),
-      BV_FN("origin", source_origin),   BV_FN("class_names", source_class_names),
+      BV_FN("size", source_size),
+      BV_FN("example", source_example),
+      BV_FN("origin", source_origin),
+      BV_FN("class_names", source_class_names),
       {nullptr, nullptr},
   };
   new_class(L, kSourceMeta, source_methods, source_gc);
   static const luaL_Reg pipeline_methods[] = {
-      BV_FN("next", pipeline_next),       BV_FN("position", pipeline_position),
-      BV_FN("skipped", pipeline_skipped), BV_FN("close", pipeline_close),
+      BV_FN("next", pipeline_next),
+      BV_FN("position", pipeline_position),
+      BV_FN("skipped", pipeline_skipped),
+      BV_FN("close", pipeline_close),
       {nullptr, nullptr},
   };
   new_class(L, kPipelineMeta, pipeline_methods, pipeline_gc);
@@ -517,7 +522,9 @@ void open_data(lua_State* L) {
   lua_pop(L, 1);
 
   static const luaL_Reg functions[] = {
-      BV_FN("source", data_source), BV_FN("pipeline", data_pipeline), {nullptr, nullptr},
+      BV_FN("source", data_source),
+      BV_FN("pipeline", data_pipeline),
+      {nullptr, nullptr},
   };
   luaL_newlib(L, functions);
   lua_setfield(L, -2, "_data");

@@ -1,5 +1,5 @@
-// bv.dist: multi-process training (runtime/distributed). Ranks are 0-based, as in torch: they are ids,
-// not Lua list positions.
+// bv.dist: multi-process training (runtime/distributed). Ranks are 0-based, as in torch: they are
+// ids, not Lua list positions.
 //
 //   bv.dist.env()                          --> {rank, world_size, local_rank, master_addr,
 //                                               master_port} from torchrun's variables
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist.h"
 #include "distributed/dist.h"
 #include "distributed/launch.h"
-#include "dist.h"
 #include "lua_util.h"
 #include "tensor.h"
 
@@ -57,8 +57,8 @@ void check_option_keys(lua_State* L, int arg, const char* fn,
     if (!ok) {
       std::string list;
       for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      raise(L, str(fn, ": unknown option '", luaL_tolstring(L, -1, nullptr), "' (known: ", list,
-                   ")"));
+      raise(L,
+            str(fn, ": unknown option '", luaL_tolstring(L, -1, nullptr), "' (known: ", list, ")"));
     }
   }
 }
@@ -204,7 +204,8 @@ int group_get(lua_State* L) {
 int group_tostring(lua_State* L) {
   const DistGroup& g = check_group(L, 1);
   lua_pushstring(L, str("bv.DistGroup(rank ", dist_rank(g), " of ", dist_world_size(g), ", ",
-                        dist_backend(g), ")").c_str());
+                        dist_backend(g), ")")
+                        .c_str());
   return 1;
 }
 

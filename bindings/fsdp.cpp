@@ -1,4 +1,5 @@
-// bv.dist.fsdp: fully sharded parameters (runtime/distributed/fsdp.h), driven by lib/bv/sharding.lua.
+// bv.dist.fsdp: fully sharded parameters (runtime/distributed/fsdp.h), driven by
+// lib/bv/sharding.lua.
 //
 //   local fsdp = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
 //   fsdp:placeholder(name)   -- what the model's params table holds for it
@@ -57,7 +58,8 @@ int fsdp_new(lua_State* L) {
     lua_Integer m = luaL_len(L, -1);
     for (lua_Integer k = 1; k <= m; ++k) {
       lua_geti(L, -1, k);
-      if (!lua_isinteger(L, -1)) raise(L, str("fsdp: owners[", k, "] of '", s.name, "' is not a rank"));
+      if (!lua_isinteger(L, -1))
+        raise(L, str("fsdp: owners[", k, "] of '", s.name, "' is not a rank"));
       s.owners.push_back(static_cast<int>(lua_tointeger(L, -1)));
       lua_pop(L, 1);
     }
@@ -120,12 +122,8 @@ int fsdp_gather(lua_State* L) {
 // Adds bv.dist.fsdp; the `dist` table is at the top of the stack.
 void open_fsdp(lua_State* L) {
   static const luaL_Reg methods[] = {
-      BV_FN("placeholder", fsdp_placeholder),
-      BV_FN("owned", fsdp_owned),
-      BV_FN("run", fsdp_run),
-      BV_FN("take_grads", fsdp_take_grads),
-      BV_FN("gather", fsdp_gather),
-      {nullptr, nullptr},
+      BV_FN("placeholder", fsdp_placeholder), BV_FN("owned", fsdp_owned),   BV_FN("run", fsdp_run),
+      BV_FN("take_grads", fsdp_take_grads),   BV_FN("gather", fsdp_gather), {nullptr, nullptr},
   };
   luaL_newmetatable(L, kFsdpMeta);
   luaL_newlib(L, methods);

@@ -8,10 +8,10 @@
 namespace bv::lua {
 
 // Each adds its functions to the bv.image table at stack index `table`.
-void open_image_codec(lua_State* L, int table);   // image_codec.cpp
-void open_image_resize(lua_State* L, int table);  // image_resize.cpp
-void open_image_crop(lua_State* L, int table);    // image_crop.cpp
-void open_image_randaug(lua_State* L, int table); // image_randaug.cpp
+void open_image_codec(lua_State* L, int table);    // image_codec.cpp
+void open_image_resize(lua_State* L, int table);   // image_resize.cpp
+void open_image_crop(lua_State* L, int table);     // image_crop.cpp
+void open_image_randaug(lua_State* L, int table);  // image_randaug.cpp
 
 // Creates bv.image in the table on top of the stack.
 void open_image(lua_State* L);

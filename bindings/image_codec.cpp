@@ -127,11 +127,11 @@ int image_decode_crop(lua_State* L) {
   int64_t y = check_int(L, 2), x = check_int(L, 3), h = check_int(L, 4), w = check_int(L, 5);
   DecodeOpts o = check_decode_opts(L, 6, "bv.image.decode_crop");
   if (y < 1 || x < 1) {
-    raise(L, str("bv.image.decode_crop: y and x are 1-based (the first row/column is 1), got y=",
-                 y, " x=", x));
+    raise(L, str("bv.image.decode_crop: y and x are 1-based (the first row/column is 1), got y=", y,
+                 " x=", x));
   }
-  push_tensor(L, image::decode_crop(bytes, y - 1, x - 1, h, w, o.channels, o.precise,
-                                    o.max_pixels));
+  push_tensor(L,
+              image::decode_crop(bytes, y - 1, x - 1, h, w, o.channels, o.precise, o.max_pixels));
   return 1;
 }
 

@@ -31,8 +31,8 @@ int losses_log_sigmoid(lua_State* L) {
 
 // bv._losses.per_example_loss(name, logits, labels) -> [B]
 int losses_per_example_loss(lua_State* L) {
-  push_tensor(L, train::per_example_loss(luaL_checkstring(L, 1), check_tensor(L, 2),
-                                         check_tensor(L, 3)));
+  push_tensor(
+      L, train::per_example_loss(luaL_checkstring(L, 1), check_tensor(L, 2), check_tensor(L, 3)));
   return 1;
 }
 

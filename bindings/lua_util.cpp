@@ -55,7 +55,8 @@ int64_t check_int(lua_State* L, int arg) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, arg, &isnum);
   if (!isnum) {
-    if (lua_type(L, arg) == LUA_TNUMBER) luaL_argerror(L, arg, "number has no integer representation");
+    if (lua_type(L, arg) == LUA_TNUMBER)
+      luaL_argerror(L, arg, "number has no integer representation");
     luaL_typeerror(L, arg, "integer");
   }
   return v;

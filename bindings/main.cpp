@@ -71,7 +71,8 @@ int run_script(lua_State* L, const std::vector<std::string>& argv, int script_in
   const std::string& path = argv[script_index];
   if (luaL_loadfilex(L, path.c_str(), "t") != LUA_OK) return report_lua_error(L);
   int nargs = 0;
-  for (size_t i = script_index + 1; i < argv.size(); ++i, ++nargs) lua_pushstring(L, argv[i].c_str());
+  for (size_t i = script_index + 1; i < argv.size(); ++i, ++nargs)
+    lua_pushstring(L, argv[i].c_str());
   if (bv::lua::pcall_traceback(L, nargs, 0) != LUA_OK) return report_lua_error(L);
   return 0;
 }
@@ -122,8 +123,8 @@ int run_launch(const std::vector<std::string>& rest, const std::string& threads_
     char* end = nullptr;
     long v = std::strtol(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0' || v < lo || v > hi) {
-      throw bv::Error(bv::str("launch: ", flag, " needs an integer in [", lo, ", ", hi, "], got '",
-                              text, "'"));
+      throw bv::Error(
+          bv::str("launch: ", flag, " needs an integer in [", lo, ", ", hi, "], got '", text, "'"));
     }
     return static_cast<int>(v);
   };
@@ -189,7 +190,8 @@ int main(int argc, char** argv) {
   int threads = bv::cpu_cores();
   std::string threads_flag;  // --threads as given, passed on to `launch`'s ranks
   if (const char* env = std::getenv("BV_THREADS")) {
-    if (!parse_threads(env, &threads)) return usage_error(std::string("bad BV_THREADS='") + env + "'");
+    if (!parse_threads(env, &threads))
+      return usage_error(std::string("bad BV_THREADS='") + env + "'");
   }
 
   // Global flags come before the command.
@@ -204,7 +206,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
       std::string value = a == "--threads" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(10);
-      if (!parse_threads(value, &threads)) return usage_error("--threads needs a positive integer, got '" + value + "'");
+      if (!parse_threads(value, &threads))
+        return usage_error("--threads needs a positive integer, got '" + value + "'");
       threads_flag = value;
     } else if (!a.empty() && a[0] == '-' && a != "-e") {
       return usage_error("unknown option '" + a + "'");
@@ -233,8 +236,9 @@ int main(int argc, char** argv) {
     }
   }
   if (command == "run" && wants_help) {
-    std::puts("usage: bvlua run SCRIPT.lua [ARGS...]\n\nRuns a Lua script in a bvlua state (the `bv` "
-              "library loaded); ARGS are in the global `arg` table and in `...`.");
+    std::puts(
+        "usage: bvlua run SCRIPT.lua [ARGS...]\n\nRuns a Lua script in a bvlua state (the `bv` "
+        "library loaded); ARGS are in the global `arg` table and in `...`.");
     return 0;
   }
   if (command == "repl" && wants_help) {

@@ -14,12 +14,12 @@
 #include "core/error.h"
 #include "core/tensor_util.h"
 #include "lua_util.h"
+#include "models.h"
 #include "models/gemma.h"
+#include "models/model.h"
 #include "models/paligemma.h"
 #include "models/samplers.h"
 #include "rng.h"
-#include "models/model.h"
-#include "models.h"
 #include "tensor.h"
 #include "train/losses.h"
 
@@ -106,7 +106,8 @@ int models_param_specs(lua_State* L) {
 // bv._models.init(model, seed) -> table name -> tensor
 int models_init(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);
-  models::Params params = models::init_params(*m.api, m.cfg, static_cast<uint64_t>(check_int(L, 2)));
+  models::Params params =
+      models::init_params(*m.api, m.cfg, static_cast<uint64_t>(check_int(L, 2)));
   lua_createtable(L, 0, static_cast<int>(params.size()));
   for (auto& [name, t] : params) {
     push_tensor(L, t);
@@ -215,8 +216,8 @@ int models_paligemma_prefill(lua_State* L) {
   models::Params params = check_params(L, 2);
   auto cache = std::make_shared<models::gemma::Cache>();
   push_tensor(L, models::paligemma::prefill(cfg, params, check_tensor(L, 3), check_tensor(L, 4),
-                                            check_tensor(L, 5), check_tensor(L, 6),
-                                            check_int(L, 7), cache.get()));
+                                            check_tensor(L, 5), check_tensor(L, 6), check_int(L, 7),
+                                            cache.get()));
   push_cache(L, std::move(cache));
   return 2;
 }
@@ -312,8 +313,8 @@ int models_lm_loss_and_grads(lua_State* L) {
   at::Tensor image = check_tensor(L, 3), text = check_tensor(L, 4);
   at::Tensor mask_ar = check_tensor(L, 5), mask_loss = check_tensor(L, 6);
   train::StepOptions opts = check_step_options(L, 7, nullptr);
-  push_gradients(L, train::lm_loss_and_grads(*m.api, m.cfg, params, image, text, mask_ar,
-                                             mask_loss, opts));
+  push_gradients(
+      L, train::lm_loss_and_grads(*m.api, m.cfg, params, image, text, mask_ar, mask_loss, opts));
   return 2;
 }
 
@@ -326,7 +327,9 @@ models::Params check_params(lua_State* L, int arg) {
   while (lua_next(L, arg)) {
     if (lua_type(L, -2) != LUA_TSTRING) raise(L, "parameter names must be strings");
     at::Tensor* t = test_tensor(L, -1);
-    if (!t) raise(L, str("parameter '", lua_tostring(L, -2), "' is a ", luaL_typename(L, -1), ", not a tensor"));
+    if (!t)
+      raise(L, str("parameter '", lua_tostring(L, -2), "' is a ", luaL_typename(L, -1),
+                   ", not a tensor"));
     params[lua_tostring(L, -2)] = *t;
     lua_pop(L, 1);
   }
@@ -336,14 +339,18 @@ models::Params check_params(lua_State* L, int arg) {
 void open_models(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("build", models_build),
-      BV_FN("param_specs", models_param_specs), BV_FN("init", models_init),
-      BV_FN("apply", models_apply),             BV_FN("names", models_names),
-      BV_FN("doc", models_doc),                 BV_FN("resample_posemb", models_resample_posemb),
+      BV_FN("param_specs", models_param_specs),
+      BV_FN("init", models_init),
+      BV_FN("apply", models_apply),
+      BV_FN("names", models_names),
+      BV_FN("doc", models_doc),
+      BV_FN("resample_posemb", models_resample_posemb),
       BV_FN("relayout", models_relayout),
       BV_FN("paligemma_prefill", models_paligemma_prefill),
       BV_FN("paligemma_extend", models_paligemma_extend),
       BV_FN("sample", models_sample),
-      BV_FN("gemma_prefill", models_gemma_prefill), BV_FN("gemma_extend", models_gemma_extend),
+      BV_FN("gemma_prefill", models_gemma_prefill),
+      BV_FN("gemma_extend", models_gemma_extend),
       BV_FN("loss_and_grads", models_loss_and_grads),
       BV_FN("lm_loss_and_grads", models_lm_loss_and_grads),
       {nullptr, nullptr},

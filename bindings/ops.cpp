@@ -66,8 +66,10 @@ int ops_pad_to_shape(lua_State* L) {
 
 void open_ops(lua_State* L) {
   static const luaL_Reg functions[] = {
-      BV_FN("value_range", ops_value_range), BV_FN("normalize", ops_normalize),
-      BV_FN("onehot", ops_onehot),           BV_FN("pad_to_shape", ops_pad_to_shape),
+      BV_FN("value_range", ops_value_range),
+      BV_FN("normalize", ops_normalize),
+      BV_FN("onehot", ops_onehot),
+      BV_FN("pad_to_shape", ops_pad_to_shape),
       {nullptr, nullptr},
   };
   luaL_newlib(L, functions);

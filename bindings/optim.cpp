@@ -343,12 +343,16 @@ int optim_docs(lua_State* L) {
 
 void open_optim(lua_State* L) {
   static const luaL_Reg methods[] = {
-      BV_FN("update", optim_update),       BV_FN("count", optim_count),
-      BV_FN("frozen", optim_frozen),       BV_FN("num_schedules", optim_num_schedules),
-      BV_FN("schedule", optim_schedule),   BV_FN("state", optim_state),
+      BV_FN("update", optim_update),
+      BV_FN("count", optim_count),
+      BV_FN("frozen", optim_frozen),
+      BV_FN("num_schedules", optim_num_schedules),
+      BV_FN("schedule", optim_schedule),
+      BV_FN("state", optim_state),
       BV_FN("load_state", optim_load_state),
       BV_FN("state_spec", optim_state_spec),
-      BV_FN("rows_independent", optim_rows_independent), {nullptr, nullptr},
+      BV_FN("rows_independent", optim_rows_independent),
+      {nullptr, nullptr},
   };
   luaL_newmetatable(L, kOptimizerMeta);
   lua_newtable(L);
@@ -361,7 +365,9 @@ void open_optim(lua_State* L) {
   lua_pop(L, 1);
 
   static const luaL_Reg functions[] = {
-      BV_FN("new", optim_new), BV_FN("docs", optim_docs), {nullptr, nullptr},
+      BV_FN("new", optim_new),
+      BV_FN("docs", optim_docs),
+      {nullptr, nullptr},
   };
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);
@@ -370,7 +376,9 @@ void open_optim(lua_State* L) {
   // Durations (runtime/optim/durations.cpp, which the schedules use too): Lua reaches them as
   // bv.chrono.steps / bv.chrono.itstime, beside the Chrono, as big_vision's utils.py has them.
   static const luaL_Reg durations[] = {
-      BV_FN("steps", durations_steps), BV_FN("itstime", durations_itstime), {nullptr, nullptr},
+      BV_FN("steps", durations_steps),
+      BV_FN("itstime", durations_itstime),
+      {nullptr, nullptr},
   };
   lua_newtable(L);
   luaL_setfuncs(L, durations, 0);

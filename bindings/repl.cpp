@@ -182,7 +182,7 @@ char* next_match(const char* /*text*/, int state) {
 // line[start..]. libedit replaces from its own word start (`start`, split at the break
 // characters below), so each candidate is cut or extended to begin there.
 char** complete(const char* text, int start, int end) {
-  rl_attempted_completion_over = 1;  // never fall back to libedit's file names
+  rl_attempted_completion_over = 1;       // never fall back to libedit's file names
   rl_completion_append_character = '\0';  // no space after `bv.ckpt` or a directory
   lua_State* L = g_L;
   std::string before(rl_line_buffer, static_cast<size_t>(std::max(end, 0)));

@@ -83,15 +83,21 @@ void push_rng(lua_State* L, Rng rng) {
   luaL_setmetatable(L, kRngMeta);
 }
 
-Rng& check_rng(lua_State* L, int arg) { return *static_cast<Rng*>(luaL_checkudata(L, arg, kRngMeta)); }
+Rng& check_rng(lua_State* L, int arg) {
+  return *static_cast<Rng*>(luaL_checkudata(L, arg, kRngMeta));
+}
 
 Rng* test_rng(lua_State* L, int arg) { return static_cast<Rng*>(luaL_testudata(L, arg, kRngMeta)); }
 
 void open_rng(lua_State* L) {
   static const luaL_Reg methods[] = {
-      BV_FN("uniform", rng_uniform), BV_FN("normal", rng_normal), BV_FN("integer", rng_integer),
-      BV_FN("split", rng_split),     BV_FN("state", rng_state),
-      BV_FN("set_state", rng_set_state), {nullptr, nullptr},
+      BV_FN("uniform", rng_uniform),
+      BV_FN("normal", rng_normal),
+      BV_FN("integer", rng_integer),
+      BV_FN("split", rng_split),
+      BV_FN("state", rng_state),
+      BV_FN("set_state", rng_set_state),
+      {nullptr, nullptr},
   };
   luaL_newmetatable(L, kRngMeta);
   luaL_newlib(L, methods);

@@ -7,12 +7,12 @@
 #include <mutex>
 #include <string>
 
+#include "ckpt.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/machine.h"
 #include "core/regex.h"
 #include "core/signals.h"
-#include "ckpt.h"
 #include "image.h"
 #include "lua_util.h"
 #include "rng.h"
@@ -24,9 +24,9 @@
 
 namespace bv::lua {
 
-void open_fs(lua_State* L);   // fs.cpp
-void open_ops(lua_State* L);  // ops.cpp
-void open_data(lua_State* L); // data.cpp
+void open_fs(lua_State* L);      // fs.cpp
+void open_ops(lua_State* L);     // ops.cpp
+void open_data(lua_State* L);    // data.cpp
 void open_models(lua_State* L);  // models.cpp
 void open_optim(lua_State* L);   // optim.cpp
 void open_losses(lua_State* L);  // losses.cpp
@@ -128,8 +128,10 @@ int open_native(lua_State* L) {
   open_text(L);
   open_dist(L);
   static const luaL_Reg functions[] = {
-      BV_FN("threads", bv_threads), BV_FN("cuda_available", bv_cuda_available),
-      BV_FN("clock", bv_clock),     BV_FN("fullmatch", bv_fullmatch),
+      BV_FN("threads", bv_threads),
+      BV_FN("cuda_available", bv_cuda_available),
+      BV_FN("clock", bv_clock),
+      BV_FN("fullmatch", bv_fullmatch),
       BV_FN("rematch", bv_rematch),
       BV_FN("handle_stop_signals", bv_handle_stop_signals),
       BV_FN("stop_requested", bv_stop_requested),

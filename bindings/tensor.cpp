@@ -104,7 +104,8 @@ std::vector<int64_t> check_shape(lua_State* L, int arg) {
     return shape;
   }
   int top = lua_gettop(L);
-  for (int i = arg; i <= top && lua_type(L, i) == LUA_TNUMBER; ++i) shape.push_back(check_int(L, i));
+  for (int i = arg; i <= top && lua_type(L, i) == LUA_TNUMBER; ++i)
+    shape.push_back(check_int(L, i));
   if (shape.empty()) luaL_typeerror(L, arg, "shape table such as {2, 3}");
   return shape;
 }
@@ -168,8 +169,8 @@ void read_nested(lua_State* L, int idx, int depth, NestedValues& v, const std::s
       v.shape.push_back(n);
     } else if (static_cast<int>(v.shape.size()) < depth || v.shape[depth] != n) {
       raise(L, str("bv.tensor: ragged nested table at ", path, ": expected ",
-                   depth < static_cast<int>(v.shape.size()) ? v.shape[depth] : 0,
-                   " elements, got ", n));
+                   depth < static_cast<int>(v.shape.size()) ? v.shape[depth] : 0, " elements, got ",
+                   n));
     }
     for (int64_t i = 1; i <= n; ++i) {
       lua_geti(L, idx, i);
@@ -209,9 +210,9 @@ int bv_tensor(lua_State* L) {
     push_tensor(L, dtype ? t->to(*dtype) : t->clone());
     return 1;
   }
-  luaL_argexpected(L, lua_istable(L, 1) || lua_type(L, 1) == LUA_TNUMBER ||
-                          lua_type(L, 1) == LUA_TBOOLEAN,
-                   1, "nested table, number or boolean");
+  luaL_argexpected(
+      L, lua_istable(L, 1) || lua_type(L, 1) == LUA_TNUMBER || lua_type(L, 1) == LUA_TBOOLEAN, 1,
+      "nested table, number or boolean");
   NestedValues v;
   read_nested(L, 1, 0, v, "");
   if (v.any_bool && v.any_number) raise(L, "bv.tensor: cannot mix booleans and numbers");
@@ -254,8 +255,9 @@ int bv_full(lua_State* L) {
   auto shape = check_shape(L, 1);
   at::Scalar value = check_scalar(L, 2);
   auto args = check_factory_args(L, 3);
-  c10::ScalarType fallback = value.isBoolean() ? at::kBool : value.isIntegral(false) ? at::kLong
-                                                                                      : at::kFloat;
+  c10::ScalarType fallback = value.isBoolean()         ? at::kBool
+                             : value.isIntegral(false) ? at::kLong
+                                                       : at::kFloat;
   push_tensor(L, at::full(shape, value, at::TensorOptions().dtype(args.dtype.value_or(fallback))));
   return 1;
 }
@@ -425,7 +427,8 @@ int t_to(lua_State* L) {
     push_tensor(L, t.to(at::Device(what)));
     return 1;
   }
-  raise(L, str("to(): '", what, "' is neither a dtype (float32, int64, ...) nor a device (cpu, cuda:0)"));
+  raise(L, str("to(): '", what,
+               "' is neither a dtype (float32, int64, ...) nor a device (cpu, cuda:0)"));
 }
 
 int t_clone(lua_State* L) {
@@ -458,12 +461,12 @@ int t_format(lua_State* L) {
 // ---------------------------------------------------------------------------------------------
 // Arithmetic and comparison
 
-#define BINARY(fname, expr)                \
-  int fname(lua_State* L) {                \
-    at::Tensor a = check_operand(L, 1);    \
-    at::Tensor b = check_operand(L, 2);    \
-    push_tensor(L, expr);                  \
-    return 1;                              \
+#define BINARY(fname, expr)             \
+  int fname(lua_State* L) {             \
+    at::Tensor a = check_operand(L, 1); \
+    at::Tensor b = check_operand(L, 2); \
+    push_tensor(L, expr);               \
+    return 1;                           \
   }
 
 BINARY(t_add, at::add(a, b))
@@ -493,7 +496,8 @@ int t_matmul(lua_State* L) {
 int meta_eq(lua_State* L) {
   at::Tensor& a = check_tensor(L, 1);
   at::Tensor& b = check_tensor(L, 2);
-  lua_pushboolean(L, a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b));
+  lua_pushboolean(L,
+                  a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b));
   return 1;
 }
 
@@ -548,11 +552,11 @@ int t_any(lua_State* L) {
 // ---------------------------------------------------------------------------------------------
 // Elementwise math
 
-#define UNARY(fname, expr)                 \
-  int fname(lua_State* L) {                \
-    at::Tensor& t = check_tensor(L, 1);    \
-    push_tensor(L, expr);                  \
-    return 1;                              \
+#define UNARY(fname, expr)              \
+  int fname(lua_State* L) {             \
+    at::Tensor& t = check_tensor(L, 1); \
+    push_tensor(L, expr);               \
+    return 1;                           \
   }
 
 UNARY(t_exp, t.exp())
@@ -595,17 +599,17 @@ int t_log_softmax(lua_State* L) {
 // ---------------------------------------------------------------------------------------------
 // Reductions: t:sum() over everything, t:sum(dim [, keepdim]) along one dimension.
 
-#define REDUCE(fname, all_expr, dim_expr)                                \
-  int fname(lua_State* L) {                                              \
-    at::Tensor& t = check_tensor(L, 1);                                  \
-    if (lua_isnoneornil(L, 2)) {                                         \
-      push_tensor(L, all_expr);                                          \
-    } else {                                                             \
-      int64_t dim = check_dim(L, 2, t.dim());                            \
-      bool keepdim = lua_toboolean(L, 3);                                \
-      push_tensor(L, dim_expr);                                          \
-    }                                                                    \
-    return 1;                                                            \
+#define REDUCE(fname, all_expr, dim_expr)     \
+  int fname(lua_State* L) {                   \
+    at::Tensor& t = check_tensor(L, 1);       \
+    if (lua_isnoneornil(L, 2)) {              \
+      push_tensor(L, all_expr);               \
+    } else {                                  \
+      int64_t dim = check_dim(L, 2, t.dim()); \
+      bool keepdim = lua_toboolean(L, 3);     \
+      push_tensor(L, dim_expr);               \
+    }                                         \
+    return 1;                                 \
   }
 
 REDUCE(t_sum, t.sum(), t.sum(dim, keepdim))
@@ -810,7 +814,8 @@ int meta_index(lua_State* L) {
 
 int meta_newindex(lua_State* L) {
   at::Tensor& t = check_tensor(L, 1);
-  if (lua_type(L, 2) == LUA_TSTRING) raise(L, str("cannot set field '", lua_tostring(L, 2), "' of a tensor"));
+  if (lua_type(L, 2) == LUA_TSTRING)
+    raise(L, str("cannot set field '", lua_tostring(L, 2), "' of a tensor"));
   if (at::Tensor* mask = test_tensor(L, 2)) {
     if (at::Tensor* v = test_tensor(L, 3)) {
       t.masked_scatter_(*mask, *v);
@@ -841,37 +846,91 @@ int meta_gc(lua_State* L) {
 
 void open_tensor(lua_State* L) {
   static const luaL_Reg methods[] = {
-      BV_FN("shape", t_shape),       BV_FN("size", t_size),           BV_FN("dim", t_dim),
-      BV_FN("numel", t_numel),       BV_FN("nbytes", t_nbytes),       BV_FN("dtype", t_dtype),
-      BV_FN("device", t_device),     BV_FN("item", t_item),           BV_FN("totable", t_totable),
-      BV_FN("to", t_to),             BV_FN("clone", t_clone),         BV_FN("contiguous", t_contiguous),
+      BV_FN("shape", t_shape),
+      BV_FN("size", t_size),
+      BV_FN("dim", t_dim),
+      BV_FN("numel", t_numel),
+      BV_FN("nbytes", t_nbytes),
+      BV_FN("dtype", t_dtype),
+      BV_FN("device", t_device),
+      BV_FN("item", t_item),
+      BV_FN("totable", t_totable),
+      BV_FN("to", t_to),
+      BV_FN("clone", t_clone),
+      BV_FN("contiguous", t_contiguous),
       BV_FN("is_contiguous", t_is_contiguous),
-      BV_FN("format", t_format),     BV_FN("add", t_add),             BV_FN("sub", t_sub),
-      BV_FN("mul", t_mul),           BV_FN("div", t_div),             BV_FN("pow", t_pow),
-      BV_FN("eq", t_eq),             BV_FN("ne", t_ne),               BV_FN("lt", t_lt),
-      BV_FN("le", t_le),             BV_FN("gt", t_gt),               BV_FN("ge", t_ge),
-      BV_FN("maximum", t_maximum),   BV_FN("minimum", t_minimum),     BV_FN("matmul", t_matmul),
-      BV_FN("equal", t_equal),       BV_FN("allclose", t_allclose),   BV_FN("all", t_all),
-      BV_FN("any", t_any),           BV_FN("exp", t_exp),             BV_FN("log", t_log),
-      BV_FN("sqrt", t_sqrt),         BV_FN("abs", t_abs),             BV_FN("tanh", t_tanh),
-      BV_FN("sigmoid", t_sigmoid),   BV_FN("neg", t_neg),             BV_FN("floor", t_floor),
-      BV_FN("ceil", t_ceil),         BV_FN("round", t_round),         BV_FN("clamp", t_clamp),
-      BV_FN("softmax", t_softmax),   BV_FN("log_softmax", t_log_softmax), BV_FN("sum", t_sum),
-      BV_FN("mean", t_mean),         BV_FN("norm", t_norm),           BV_FN("max", t_max),
-      BV_FN("min", t_min),           BV_FN("argmax", t_argmax),       BV_FN("argmin", t_argmin),
-      BV_FN("view", t_view),         BV_FN("reshape", t_reshape),     BV_FN("permute", t_permute),
-      BV_FN("transpose", t_transpose), BV_FN("flip", t_flip),         BV_FN("squeeze", t_squeeze),
-      BV_FN("unsqueeze", t_unsqueeze), BV_FN("narrow", t_narrow),     BV_FN("select", t_select),
-      BV_FN("cat", t_cat),           BV_FN("fill_", t_fill_),         BV_FN("zero_", t_zero_),
-      BV_FN("copy_", t_copy_),       {nullptr, nullptr},
+      BV_FN("format", t_format),
+      BV_FN("add", t_add),
+      BV_FN("sub", t_sub),
+      BV_FN("mul", t_mul),
+      BV_FN("div", t_div),
+      BV_FN("pow", t_pow),
+      BV_FN("eq", t_eq),
+      BV_FN("ne", t_ne),
+      BV_FN("lt", t_lt),
+      BV_FN("le", t_le),
+      BV_FN("gt", t_gt),
+      BV_FN("ge", t_ge),
+      BV_FN("maximum", t_maximum),
+      BV_FN("minimum", t_minimum),
+      BV_FN("matmul", t_matmul),
+      BV_FN("equal", t_equal),
+      BV_FN("allclose", t_allclose),
+      BV_FN("all", t_all),
+      BV_FN("any", t_any),
+      BV_FN("exp", t_exp),
+      BV_FN("log", t_log),
+      BV_FN("sqrt", t_sqrt),
+      BV_FN("abs", t_abs),
+      BV_FN("tanh", t_tanh),
+      BV_FN("sigmoid", t_sigmoid),
+      BV_FN("neg", t_neg),
+      BV_FN("floor", t_floor),
+      BV_FN("ceil", t_ceil),
+      BV_FN("round", t_round),
+      BV_FN("clamp", t_clamp),
+      BV_FN("softmax", t_softmax),
+      BV_FN("log_softmax", t_log_softmax),
+      BV_FN("sum", t_sum),
+      BV_FN("mean", t_mean),
+      BV_FN("norm", t_norm),
+      BV_FN("max", t_max),
+      BV_FN("min", t_min),
+      BV_FN("argmax", t_argmax),
+      BV_FN("argmin", t_argmin),
+      BV_FN("view", t_view),
+      BV_FN("reshape", t_reshape),
+      BV_FN("permute", t_permute),
+      BV_FN("transpose", t_transpose),
+      BV_FN("flip", t_flip),
+      BV_FN("squeeze", t_squeeze),
+      BV_FN("unsqueeze", t_unsqueeze),
+      BV_FN("narrow", t_narrow),
+      BV_FN("select", t_select),
+      BV_FN("cat", t_cat),
+      BV_FN("fill_", t_fill_),
+      BV_FN("zero_", t_zero_),
+      BV_FN("copy_", t_copy_),
+      {nullptr, nullptr},
   };
   static const luaL_Reg metamethods[] = {
-      BV_FN("__add", t_add),   BV_FN("__sub", t_sub),     BV_FN("__mul", t_mul),
-      BV_FN("__div", t_div),   BV_FN("__idiv", t_idiv),   BV_FN("__mod", t_mod),
-      BV_FN("__pow", t_pow),   BV_FN("__unm", meta_unm),  BV_FN("__eq", meta_eq),
-      BV_FN("__lt", meta_lt),  BV_FN("__le", meta_le),    BV_FN("__len", meta_len),
-      BV_FN("__tostring", t_tostring), BV_FN("__newindex", meta_newindex),
-      {"__gc", meta_gc},       {"__close", meta_gc},      {nullptr, nullptr},
+      BV_FN("__add", t_add),
+      BV_FN("__sub", t_sub),
+      BV_FN("__mul", t_mul),
+      BV_FN("__div", t_div),
+      BV_FN("__idiv", t_idiv),
+      BV_FN("__mod", t_mod),
+      BV_FN("__pow", t_pow),
+      BV_FN("__unm", meta_unm),
+      BV_FN("__eq", meta_eq),
+      BV_FN("__lt", meta_lt),
+      BV_FN("__le", meta_le),
+      BV_FN("__len", meta_len),
+      BV_FN("__tostring", t_tostring),
+      BV_FN("__newindex", meta_newindex),
+      {"__gc", meta_gc},
+      {"__close", meta_gc},
+      {nullptr, nullptr},
   };
   luaL_newmetatable(L, kTensorMeta);
   luaL_setfuncs(L, metamethods, 0);
@@ -883,11 +942,12 @@ void open_tensor(lua_State* L) {
   lua_pop(L, 1);
 
   static const luaL_Reg functions[] = {
-      BV_FN("tensor", bv_tensor), BV_FN("zeros", bv_zeros),   BV_FN("ones", bv_ones),
-      BV_FN("full", bv_full),     BV_FN("arange", bv_arange), BV_FN("rand", bv_rand),
-      BV_FN("randn", bv_randn),   BV_FN("cat", bv_cat),       BV_FN("stack", bv_stack),
-      BV_FN("manual_seed", bv_manual_seed), BV_FN("is_tensor", bv_is_tensor),
-      {nullptr, nullptr},
+      BV_FN("tensor", bv_tensor),       BV_FN("zeros", bv_zeros),
+      BV_FN("ones", bv_ones),           BV_FN("full", bv_full),
+      BV_FN("arange", bv_arange),       BV_FN("rand", bv_rand),
+      BV_FN("randn", bv_randn),         BV_FN("cat", bv_cat),
+      BV_FN("stack", bv_stack),         BV_FN("manual_seed", bv_manual_seed),
+      BV_FN("is_tensor", bv_is_tensor), {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);
 }

@@ -59,7 +59,7 @@ std::vector<int> check_ids(lua_State* L, int arg) {
   if (at::Tensor* t = test_tensor(L, arg)) {
     if (t->dim() != 1 || at::isFloatingType(t->scalar_type()) || t->scalar_type() == at::kBool) {
       raise(L, bv::str("tokenizer:decode: expected a 1-D integer tensor, got ", t->dim(), "-D ",
-                   t->scalar_type()));
+                       t->scalar_type()));
     }
     at::Tensor ids64 = t->to(at::kCPU).to(at::kLong).contiguous();
     const int64_t* p = ids64.data_ptr<int64_t>();
@@ -75,7 +75,7 @@ std::vector<int> check_ids(lua_State* L, int arg) {
     lua_Integer v = lua_tointegerx(L, -1, &isnum);
     if (!isnum) {
       raise(L, bv::str("tokenizer:decode: ids[", i, "] must be an integer, got ",
-                   luaL_typename(L, -1)));
+                       luaL_typename(L, -1)));
     }
     ids.push_back(static_cast<int>(v));
     lua_pop(L, 1);
@@ -139,8 +139,10 @@ int text_train(lua_State* L) {
         value = lua_tostring(L, -1);
         lua_pop(L, 1);
       } else {
-        raise(L, bv::str("train_sentencepiece: option '", key, "' must be a string, number or "
-                     "boolean, got a ", luaL_typename(L, -1)));
+        raise(L, bv::str("train_sentencepiece: option '", key,
+                         "' must be a string, number or "
+                         "boolean, got a ",
+                         luaL_typename(L, -1)));
       }
       options[key] = value;
       lua_pop(L, 1);

@@ -90,8 +90,8 @@ void remove_checkpoint_dir(const std::string& workdir, const std::string& name,
   std::error_code ec;
   stdfs::rename(join(workdir, name), trash, ec);
   if (ec) {
-    warnings.push_back("could not delete old checkpoint '" + join(workdir, name) + "': " +
-                       ec.message());
+    warnings.push_back("could not delete old checkpoint '" + join(workdir, name) +
+                       "': " + ec.message());
     return;
   }
   stdfs::remove_all(trash, ec);
@@ -110,8 +110,8 @@ void remove_stale_tmp(const std::string& workdir, std::vector<std::string>& warn
     std::error_code rm_ec;
     stdfs::remove_all(entry.path(), rm_ec);
     if (rm_ec) {
-      warnings.push_back("could not remove stale '" + entry.path().string() + "': " +
-                         rm_ec.message());
+      warnings.push_back("could not remove stale '" + entry.path().string() +
+                         "': " + rm_ec.message());
     }
   }
 }

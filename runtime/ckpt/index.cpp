@@ -19,9 +19,9 @@
 namespace bv::ckpt {
 
 struct CheckpointIndex::Source {
-  std::vector<NpzEntry> npz;         // parallel to entries_ (npz files)
-  std::vector<TensorInfo> tensors;   // parallel to entries_ (safetensors files)
-  uint64_t data_start = 0;           // safetensors: file offset of the data buffer
+  std::vector<NpzEntry> npz;        // parallel to entries_ (npz files)
+  std::vector<TensorInfo> tensors;  // parallel to entries_ (safetensors files)
+  uint64_t data_start = 0;          // safetensors: file offset of the data buffer
 };
 
 namespace {
@@ -35,8 +35,8 @@ std::string join(const std::string& dir, const std::string& name) {
 
 uint64_t file_size(const std::string& path) {
   struct stat st;
-  BV_CHECK(::stat(path.c_str(), &st) == 0, "cannot open checkpoint '", path, "': ",
-           std::strerror(errno));
+  BV_CHECK(::stat(path.c_str(), &st) == 0, "cannot open checkpoint '", path,
+           "': ", std::strerror(errno));
   return static_cast<uint64_t>(st.st_size);
 }
 

@@ -24,9 +24,9 @@ namespace bv::ckpt {
 
 struct IndexEntry {
   std::string name;
-  c10::ScalarType dtype;       // of the tensor load() returns
+  c10::ScalarType dtype;  // of the tensor load() returns
   std::vector<int64_t> shape;
-  uint64_t nbytes = 0;         // the array's data as stored in the file
+  uint64_t nbytes = 0;  // the array's data as stored in the file
 };
 
 class CheckpointIndex {

@@ -30,8 +30,8 @@ struct NpyType {
   c10::ScalarType type;  // of the returned tensor
   c10::ScalarType raw;   // what the bytes are read as (differs only for widened unsigned types)
   size_t itemsize;
-  bool swap;             // big-endian in the file
-  const char* name;      // the file's element type, for messages
+  bool swap;         // big-endian in the file
+  const char* name;  // the file's element type, for messages
 };
 
 [[noreturn]] void unknown_descr(const std::string& where, const std::string& descr) {
@@ -131,8 +131,7 @@ class HeaderParser {
       expect(':');
       skip_ws();
       if (key == "descr") {
-        if (peek() == '[')
-          bad("structured dtypes (a list descr) are not supported");
+        if (peek() == '[') bad("structured dtypes (a list descr) are not supported");
         h.descr = string_literal("the descr string");
       } else if (key == "fortran_order") {
         h.fortran_order = boolean();
@@ -161,8 +160,8 @@ class HeaderParser {
  private:
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
   std::string quoted() const {
@@ -415,8 +414,8 @@ at::Tensor load_npz_entry(const std::string& path, const NpzEntry& e) {
   Npy npy = read_npy_header(in, where, m.size);
   BV_CHECK(npy.header.descr == e.descr && npy.shape == e.shape &&
                npy.header.fortran_order == e.fortran_order && npy.header_size == e.header_size,
-           where, "header no longer matches the index (", e.descr, " ", shape_text(e.shape),
-           " vs ", npy.header.descr, " ", shape_text(npy.shape), "): changed since indexed?");
+           where, "header no longer matches the index (", e.descr, " ", shape_text(e.shape), " vs ",
+           npy.header.descr, " ", shape_text(npy.shape), "): changed since indexed?");
   return read_npy_data(in, npy, where);
 }
 
@@ -429,8 +428,8 @@ std::string npy_header(c10::ScalarType dtype, const std::vector<int64_t>& shape)
   for (size_t i = 0; i < shape.size(); ++i)
     shape_repr += (i ? ", " : "") + std::to_string(shape[i]);
   shape_repr += shape.size() == 1 ? ",)" : ")";
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     shape_repr + ", }";
+  std::string dict = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': " + shape_repr + ", }";
   // Room to grow the first axis in place (format.GROWTH_AXIS_MAX_DIGITS = 21).
   if (!shape.empty()) dict.append(21 - std::to_string(shape[0]).size(), ' ');
   // Padded with spaces and a newline so the data starts at a multiple of 64; version 1.0 (2-byte

@@ -29,9 +29,9 @@ struct NpzEntry {
   bool deflated;
   bool fortran_order;
   // Beyond the basics: what load_npz_entry needs to read and check the member on its own.
-  std::string descr;           // numpy's dtype string as in the file, e.g. "<f4", "|V2"
-  uint64_t header_size = 0;    // bytes of the .npy header (array data follows it)
-  uint64_t nbytes = 0;         // bytes of array data in the file (size - header_size)
+  std::string descr;         // numpy's dtype string as in the file, e.g. "<f4", "|V2"
+  uint64_t header_size = 0;  // bytes of the .npy header (array data follows it)
+  uint64_t nbytes = 0;       // bytes of array data in the file (size - header_size)
   uint32_t crc32 = 0;
   uint16_t zip_flags = 0;
   uint64_t header_offset = 0;  // the member's zip local header

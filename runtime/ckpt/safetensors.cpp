@@ -33,9 +33,9 @@ struct DtypeEntry {
 };
 
 constexpr DtypeEntry kDtypes[] = {
-    {"F64", at::kDouble, 8}, {"F32", at::kFloat, 4}, {"F16", at::kHalf, 2},
-    {"BF16", at::kBFloat16, 2}, {"I64", at::kLong, 8}, {"I32", at::kInt, 4},
-    {"I16", at::kShort, 2}, {"I8", at::kChar, 1}, {"U8", at::kByte, 1},
+    {"F64", at::kDouble, 8},    {"F32", at::kFloat, 4}, {"F16", at::kHalf, 2},
+    {"BF16", at::kBFloat16, 2}, {"I64", at::kLong, 8},  {"I32", at::kInt, 4},
+    {"I16", at::kShort, 2},     {"I8", at::kChar, 1},   {"U8", at::kByte, 1},
     {"BOOL", at::kBool, 1},
 };
 
@@ -149,8 +149,7 @@ json parse_header_json(const std::string& text, const std::string& path) {
         }
         break;
       }
-      default:
-        break;
+      default: break;
     }
     return true;
   };
@@ -186,8 +185,8 @@ TensorInfo parse_entry(const std::string& name, const json& e, const std::string
   info.dtype_code = dtype.get<std::string>();
   const DtypeEntry* d = find_dtype(info.dtype_code);
   if (!d) {
-    bad(path, where + ": unknown or unsupported dtype \"" + info.dtype_code + "\" (known: " +
-                  known_dtypes() + ")");
+    bad(path, where + ": unknown or unsupported dtype \"" + info.dtype_code +
+                  "\" (known: " + known_dtypes() + ")");
   }
   info.dtype = d->type;
 
@@ -335,17 +334,16 @@ FileDigest save_safetensors_digest(const std::string& path, const NamedTensors& 
       fail("save_safetensors '", path, "': tensor '", name, "': ", e.what());
     }
     uint64_t nbytes = static_cast<uint64_t>(t->numel()) * t->element_size();
-    header[name] = {{"dtype", code},
-                    {"shape", t->sizes().vec()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {
+        {"dtype", code}, {"shape", t->sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text;
   try {
     text = header.dump();
   } catch (const json::exception& e) {
-    fail("save_safetensors '", path, "': a tensor name or metadata string is not UTF-8: ",
-         e.what());
+    fail("save_safetensors '", path,
+         "': a tensor name or metadata string is not UTF-8: ", e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data buffer 8-byte aligned
   BV_CHECK(text.size() <= kMaxSafetensorsHeader, "save_safetensors '", path, "': header of ",
@@ -404,9 +402,8 @@ NamedTensors load_safetensors(const std::string& path,
   std::vector<at::Tensor> loaded(file.tensors.size());
   std::vector<size_t> order(file.tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return file.tensors[a].begin < file.tensors[b].begin;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return file.tensors[a].begin < file.tensors[b].begin; });
   std::vector<char> scratch;
   for (size_t i : order) {
     const TensorInfo& info = file.tensors[i];

@@ -82,17 +82,15 @@ void check_member_name(const std::string& path, const std::string& name) {
   BV_CHECK(!name.empty(), path, ": a member has an empty name");
   BV_CHECK(name.find('\0') == std::string::npos, path, ": member name with a NUL byte");
   BV_CHECK(name[0] != '/', path, ": member '", name, "' has an absolute name");
-  BV_CHECK(name != ".." && name.rfind("../", 0) != 0 &&
-               name.find("/../") == std::string::npos &&
+  BV_CHECK(name != ".." && name.rfind("../", 0) != 0 && name.find("/../") == std::string::npos &&
                (name.size() < 3 || name.compare(name.size() - 3, 3, "/..") != 0),
            path, ": member '", name, "' has a '..' component");
 }
 
 // The ZIP64 extra field of a central-directory record: 8-byte values, in this order, for each
 // field whose 32-bit (16-bit for the disk) slot is saturated.
-void apply_zip64_extra(const std::string& path, Member& m, const unsigned char* extra,
-                       size_t len, bool want_size, bool want_stored, bool want_offset,
-                       bool want_disk) {
+void apply_zip64_extra(const std::string& path, Member& m, const unsigned char* extra, size_t len,
+                       bool want_size, bool want_stored, bool want_offset, bool want_disk) {
   if (!(want_size || want_stored || want_offset || want_disk)) return;
   size_t pos = 0;
   while (pos + 4 <= len) {
@@ -174,8 +172,8 @@ EndRecord read_end_record(const File& file) {
       r.cd_limit = rec_pos;
     }
   }
-  BV_CHECK(fits(r.cd_offset, r.cd_size, r.cd_limit) && r.cd_offset + r.cd_size == r.cd_limit,
-           path, ": central directory (offset ", r.cd_offset, ", ", r.cd_size,
+  BV_CHECK(fits(r.cd_offset, r.cd_size, r.cd_limit) && r.cd_offset + r.cd_size == r.cd_limit, path,
+           ": central directory (offset ", r.cd_offset, ", ", r.cd_size,
            " bytes) does not end where the end record starts (offset ", r.cd_limit, ")");
   BV_CHECK(r.count <= r.cd_size / kCentralSize, path, ": end record claims ", r.count,
            " members, but the central directory has only ", r.cd_size, " bytes");
@@ -187,8 +185,8 @@ Member parse_central(const std::string& path, const std::string& cd, size_t& pos
   BV_CHECK(cd.size() - pos >= kCentralSize, path, ": central directory entry at offset ", pos,
            " is truncated");
   const unsigned char* c = bytes(cd) + pos;
-  BV_CHECK(get32(c) == kCentralSig, path, ": bad central directory entry signature at offset ",
-           pos, " of the central directory");
+  BV_CHECK(get32(c) == kCentralSig, path, ": bad central directory entry signature at offset ", pos,
+           " of the central directory");
   size_t name_len = get16(c + 28), extra_len = get16(c + 30), comment_len = get16(c + 32);
   BV_CHECK(cd.size() - pos - kCentralSize >= name_len + extra_len + comment_len, path,
            ": central directory entry at offset ", pos, " runs past the directory's end");
@@ -214,9 +212,8 @@ Member parse_central(const std::string& path, const std::string& cd, size_t& pos
            " is not supported (only 0 = stored and 8 = deflate)");
   BV_CHECK(m.method != kStored || m.stored_size == m.size, who, ": stored member with ",
            m.stored_size, " bytes in the file but a size of ", m.size);
-  BV_CHECK(m.method != kDeflated || m.size / kMaxDeflateRatio <= m.stored_size, who,
-           ": declares ", m.size, " inflated bytes, impossible from ", m.stored_size,
-           " deflated bytes");
+  BV_CHECK(m.method != kDeflated || m.size / kMaxDeflateRatio <= m.stored_size, who, ": declares ",
+           m.size, " inflated bytes, impossible from ", m.stored_size, " deflated bytes");
   return m;
 }
 
@@ -250,8 +247,7 @@ void check_local_header(const File& file, uint64_t cd_offset, Member& m) {
     const unsigned char* extra = bytes(rest) + name_len;
     apply_zip64_extra(file.path(), local, extra, extra_len, local.size == 0xFFFFFFFF,
                       local.stored_size == 0xFFFFFFFF, false, false);
-    BV_CHECK(local.crc32 == m.crc32 && local.stored_size == m.stored_size &&
-                 local.size == m.size,
+    BV_CHECK(local.crc32 == m.crc32 && local.stored_size == m.stored_size && local.size == m.size,
              who, ": local header (crc ", hex(local.crc32), ", ", local.stored_size, " stored, ",
              local.size, " bytes) disagrees with the central directory (crc ", hex(m.crc32), ", ",
              m.stored_size, " stored, ", m.size, " bytes)");
@@ -328,8 +324,8 @@ std::vector<Member> read_directory(const File& file) {
     BV_CHECK(names.insert(members.back().name).second, path, ": member '", members.back().name,
              "' appears twice");
   }
-  BV_CHECK(pos == cd.size(), path, ": central directory has ", cd.size() - pos,
-           " bytes after its ", end.count, " entries (wrong entry count?)");
+  BV_CHECK(pos == cd.size(), path, ": central directory has ", cd.size() - pos, " bytes after its ",
+           end.count, " entries (wrong entry count?)");
   for (Member& m : members) check_local_header(file, end.cd_offset, m);
 
   // No two members may share bytes: overlapping members are how zip bombs multiply their size.
@@ -354,14 +350,11 @@ struct MemberReader::Inflater {
   z_stream z{};
   std::vector<unsigned char> input;
   bool ended = false;
-  Inflater() {
-    BV_CHECK(inflateInit2(&z, -MAX_WBITS) == Z_OK, "zlib: inflateInit2 failed");
-  }
+  Inflater() { BV_CHECK(inflateInit2(&z, -MAX_WBITS) == Z_OK, "zlib: inflateInit2 failed"); }
   ~Inflater() { inflateEnd(&z); }
 };
 
-MemberReader::MemberReader(const File& file, const Member& member)
-    : file_(file), member_(member) {
+MemberReader::MemberReader(const File& file, const Member& member) : file_(file), member_(member) {
   if (member_.method == kDeflated) {
     inflater_ = std::make_unique<Inflater>();
     inflater_->input.resize(std::min<uint64_t>(member_.stored_size, uint64_t{1} << 20));
@@ -398,8 +391,10 @@ void MemberReader::read(void* dst, size_t n) {
     unsigned char* next = out;
     while (left > 0) {
       if (inflater_->ended)
-        fail_member(str("deflate stream ends after ", done_ + (n - left), " bytes, but the "
-                        "directory declares ", member_.size));
+        fail_member(str("deflate stream ends after ", done_ + (n - left),
+                        " bytes, but the "
+                        "directory declares ",
+                        member_.size));
       if (z.avail_in == 0 && consumed_ < member_.stored_size) fill_input();
       uInt room = static_cast<uInt>(std::min<size_t>(left, size_t{1} << 30));
       z.next_out = next;
@@ -423,8 +418,7 @@ void MemberReader::read(void* dst, size_t n) {
 }
 
 void MemberReader::finish() {
-  if (done_ != member_.size)
-    fail_member(str("read ", done_, " of its ", member_.size, " bytes"));
+  if (done_ != member_.size) fail_member(str("read ", done_, " of its ", member_.size, " bytes"));
   if (member_.method == kDeflated) {
     // The stream must end here: offer one byte of room; any output means it inflates to more
     // than declared.
@@ -446,8 +440,7 @@ void MemberReader::finish() {
       }
     }
     uint64_t unused = z.avail_in + (member_.stored_size - consumed_);
-    if (unused != 0)
-      fail_member(str(unused, " stray bytes after the deflate stream"));
+    if (unused != 0) fail_member(str(unused, " stray bytes after the deflate stream"));
   }
   if (crc_ != member_.crc32)
     fail_member(str("CRC-32 mismatch: the directory says ", hex(member_.crc32), ", the data gives ",
@@ -458,17 +451,15 @@ void MemberReader::finish() {
 
 namespace {
 constexpr uint16_t kVersionZip64 = 45;  // what zipfile writes for force_zip64 members
-constexpr uint16_t kDosTime = 0;                      // 00:00:00
+constexpr uint16_t kDosTime = 0;        // 00:00:00
 constexpr uint16_t kDosDate = (0 << 9) | (1 << 5) | 1;  // 1980-01-01: zipfile's ZipInfo default
-constexpr uint32_t kUnixMode600 = 0600u << 16;        // zipfile's external_attr for open('w')
+constexpr uint32_t kUnixMode600 = 0600u << 16;          // zipfile's external_attr for open('w')
 constexpr uint16_t kSystemUnix = 3;
 constexpr size_t kBufferSize = size_t{1} << 20;
 }  // namespace
 
 Writer::Writer(const std::string& path, uint64_t zip64_limit, uint64_t count_limit)
-    : path_(path),
-      tmp_(path + ".tmp-" + std::to_string(::getpid())),
-      zip64_limit_(zip64_limit),
+    : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), zip64_limit_(zip64_limit),
       count_limit_(count_limit) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   BV_CHECK(fd_ >= 0, "cannot write '", path, "': ", std::strerror(errno));

@@ -27,7 +27,7 @@ template <typename... Parts>
 
 }  // namespace bv
 
-#define BV_CHECK(cond, ...) \
-  do {                      \
+#define BV_CHECK(cond, ...)               \
+  do {                                    \
     if (!(cond)) ::bv::fail(__VA_ARGS__); \
   } while (0)

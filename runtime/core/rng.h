@@ -15,10 +15,10 @@ struct Rng {
   explicit Rng(uint64_t seed);
 
   uint64_t next_u64();
-  double uniform();                            // [0, 1)
-  double uniform(double lo, double hi);        // [lo, hi)
+  double uniform();                      // [0, 1)
+  double uniform(double lo, double hi);  // [lo, hi)
   double normal(double mean = 0, double std = 1);
-  int64_t integer(int64_t lo, int64_t hi);     // inclusive on both ends, as Lua's math.random
+  int64_t integer(int64_t lo, int64_t hi);  // inclusive on both ends, as Lua's math.random
   // A new stream seeded from this one: for handing out per-example streams.
   Rng split();
 

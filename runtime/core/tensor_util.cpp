@@ -18,11 +18,11 @@ struct DtypeName {
 
 // First entry per type is the canonical name; later ones are accepted aliases.
 const DtypeName kDtypes[] = {
-    {"float32", at::kFloat},  {"float64", at::kDouble}, {"float16", at::kHalf},
-    {"bfloat16", at::kBFloat16}, {"uint8", at::kByte},  {"int8", at::kChar},
-    {"int16", at::kShort},    {"int32", at::kInt},     {"int64", at::kLong},
-    {"bool", at::kBool},      {"float", at::kFloat},   {"double", at::kDouble},
-    {"half", at::kHalf},      {"long", at::kLong},     {"int", at::kInt},
+    {"float32", at::kFloat},     {"float64", at::kDouble}, {"float16", at::kHalf},
+    {"bfloat16", at::kBFloat16}, {"uint8", at::kByte},     {"int8", at::kChar},
+    {"int16", at::kShort},       {"int32", at::kInt},      {"int64", at::kLong},
+    {"bool", at::kBool},         {"float", at::kFloat},    {"double", at::kDouble},
+    {"half", at::kHalf},         {"long", at::kLong},      {"int", at::kInt},
     {"byte", at::kByte},
 };
 
@@ -37,8 +37,7 @@ std::string format_number(double v, bool integral) {
 }
 
 // Appends the values of `t` (on CPU, double or int64) as nested brackets.
-void append_values(std::string& out, const at::Tensor& t, bool integral, bool is_bool,
-                   int indent) {
+void append_values(std::string& out, const at::Tensor& t, bool integral, bool is_bool, int indent) {
   if (t.dim() == 0) {
     double v = t.item<double>();
     out += is_bool ? (v != 0 ? "true" : "false") : format_number(v, integral);
@@ -73,8 +72,9 @@ c10::ScalarType dtype_from_name(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return d.type;
   }
-  fail("unknown dtype '", name,
-       "' (expected float32, float64, float16, bfloat16, uint8, int8, int16, int32, int64 or bool)");
+  fail(
+      "unknown dtype '", name,
+      "' (expected float32, float64, float16, bfloat16, uint8, int8, int16, int32, int64 or bool)");
 }
 
 bool is_dtype_name(const std::string& name) {

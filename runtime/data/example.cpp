@@ -53,8 +53,6 @@ const Value* find(const Example& ex, const std::string& key) {
   return nullptr;
 }
 
-std::string Origin::str() const {
-  return line > 0 ? file + ":" + std::to_string(line) : file;
-}
+std::string Origin::str() const { return line > 0 ? file + ":" + std::to_string(line) : file; }
 
 }  // namespace bv::data

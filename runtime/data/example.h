@@ -18,9 +18,9 @@ struct Value {
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  std::string s;             // kString: the bytes; kFile: the path whose bytes the pp gets
-  at::Tensor tensor;         // kTensor
-  std::vector<Value> list;   // kList (from JSON arrays, or lists of strings from the pp)
+  std::string s;            // kString: the bytes; kFile: the path whose bytes the pp gets
+  at::Tensor tensor;        // kTensor
+  std::vector<Value> list;  // kList (from JSON arrays, or lists of strings from the pp)
 
   static Value none() { return Value(); }
   static Value boolean(bool v);

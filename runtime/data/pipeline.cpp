@@ -70,8 +70,7 @@ bool IndexStream::next(int64_t* out) {
   }
 }
 
-ItemStream::ItemStream(std::vector<IndexStream> streams, std::vector<double> weights,
-                       uint64_t seed)
+ItemStream::ItemStream(std::vector<IndexStream> streams, std::vector<double> weights, uint64_t seed)
     : streams_(std::move(streams)), rng_(mix_seed(seed, 0xa11)) {
   BV_CHECK(!streams_.empty() && streams_.size() == weights.size(), "data: bad mixture");
   double total = 0;
@@ -129,8 +128,8 @@ Pipeline::~Pipeline() {
 
 bool Pipeline::claim(Item* item) {
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t window = static_cast<uint64_t>((opts_.prefetch_batches + 1) * opts_.batch_size +
-                                          opts_.workers);
+  uint64_t window =
+      static_cast<uint64_t>((opts_.prefetch_batches + 1) * opts_.batch_size + opts_.workers);
   work_cv_.wait(lock, [&] { return stop_ || next_seq_ < consumed_ + window; });
   if (stop_ || next_seq_ >= end_seq_) return false;
   if (!stream_.next(item)) {
@@ -206,7 +205,8 @@ bool Pipeline::next(Example* batch) {
     }
     *batch = stack_examples(rows);
     at::Tensor m = at::zeros({opts_.batch_size}, at::kBool);
-    for (size_t i = 0; i < mask.size(); ++i) m[static_cast<int64_t>(i)] = static_cast<bool>(mask[i]);
+    for (size_t i = 0; i < mask.size(); ++i)
+      m[static_cast<int64_t>(i)] = static_cast<bool>(mask[i]);
     batch->emplace_back("_mask", Value::of_tensor(m));
     return true;
   }
@@ -254,7 +254,8 @@ Example stack_examples(const std::vector<Example>& rows) {
     for (size_t r = 0; r < rows.size(); ++r) {
       const Value* v = find(rows[r], key);
       BV_CHECK(v, "data: key '", key, "' is missing in example ", r + 1, " of the batch");
-      BV_CHECK(v->kind == first.kind || (first.kind == Value::Kind::kInt && v->kind == Value::Kind::kFloat) ||
+      BV_CHECK(v->kind == first.kind ||
+                   (first.kind == Value::Kind::kInt && v->kind == Value::Kind::kFloat) ||
                    (first.kind == Value::Kind::kFloat && v->kind == Value::Kind::kInt),
                "data: key '", key, "' is a ", kind_name(first.kind), " in the first example but a ",
                kind_name(v->kind), " in example ", r + 1);
@@ -278,7 +279,8 @@ Example stack_examples(const std::vector<Example>& rows) {
       case Value::Kind::kFloat: {
         bool all_int = true;
         for (const Value* v : column) all_int = all_int && v->kind == Value::Kind::kInt;
-        at::Tensor t = at::empty({static_cast<int64_t>(column.size())}, all_int ? at::kLong : at::kFloat);
+        at::Tensor t =
+            at::empty({static_cast<int64_t>(column.size())}, all_int ? at::kLong : at::kFloat);
         for (size_t r = 0; r < column.size(); ++r) {
           const Value* v = column[r];
           if (all_int) {

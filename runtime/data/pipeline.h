@@ -106,11 +106,11 @@ class Pipeline {
   mutable std::mutex mu_;
   std::condition_variable work_cv_, result_cv_;
   std::map<uint64_t, Result> results_;
-  uint64_t next_seq_;       // next item to hand to a worker
-  uint64_t consumed_;       // next item the consumer takes
+  uint64_t next_seq_;              // next item to hand to a worker
+  uint64_t consumed_;              // next item the consumer takes
   uint64_t end_seq_ = UINT64_MAX;  // first seq past a finite stream
   bool stop_ = false;
-  std::string fatal_;       // a worker could not start
+  std::string fatal_;  // a worker could not start
   int64_t skipped_ = 0;
   int64_t consecutive_errors_ = 0;
   Example pad_template_;

@@ -139,7 +139,8 @@ Source load_image_folder(const std::string& root) {
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator(fs::path(root) / src.class_names[label])) {
       std::string ext = entry.path().extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(ext.begin(), ext.end(), ext.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) {
         files.push_back(entry.path().string());
       }

@@ -16,7 +16,7 @@ namespace bv::data {
 struct Source {
   std::string name;
   std::vector<Example> examples;
-  std::vector<Origin> origins;  // one per example, for error messages
+  std::vector<Origin> origins;           // one per example, for error messages
   std::vector<std::string> class_names;  // imagefolder only
 };
 

@@ -266,11 +266,10 @@ at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* o
   at::ScalarType t = flat.scalar_type();
   if (t == at::kBFloat16) return flat.to(at::kCPU, at::kFloat);
   BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
-           t == at::kByte || t == at::kInt || t == at::kLong, "dist.", op,
-           ": the gloo backend cannot reduce or send ", t, " tensors");
+               t == at::kByte || t == at::kInt || t == at::kLong,
+           "dist.", op, ": the gloo backend cannot reduce or send ", t, " tensors");
   return flat.is_cuda() ? flat.cpu() : flat;
 }
-
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -280,8 +279,8 @@ c10::intrusive_ptr<::c10d::Store> connect_store(const DistEnv& env, Millis timeo
   if (env.agent_store) {
     // torchrun's agent hosts the store; its workers share one prefix per restart attempt.
     auto store = make_tcp_store(env.master_addr, env.master_port, false, timeout);
-    return c10::make_intrusive<::c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count),
-                                          store);
+    return c10::make_intrusive<::c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), store);
   }
   return make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
 }
@@ -310,15 +309,18 @@ void exchange_peers(DistGroup& g) {
 }  // namespace
 
 std::string dist_resolve_backend(const std::string& backend) {
-  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist: backend '",
-           backend, "' is not one of 'gloo', 'nccl', 'auto'");
+  BV_CHECK(backend == "gloo" || backend == "nccl" || backend == "auto", "dist: backend '", backend,
+           "' is not one of 'gloo', 'nccl', 'auto'");
   if (backend == "auto") return kHasNccl && cuda_available() ? "nccl" : "gloo";
   if (backend == "nccl") {
     BV_CHECK(kHasNccl, "dist: backend 'nccl' is not compiled into this bvlua (a CPU-only build: "
-             "-DBV_CUDA=OFF or a CPU wheel); use --backend gloo, or rebuild with CUDA "
-             "(scripts/setup)");
-    BV_CHECK(cuda_available(), "dist: backend 'nccl' needs a CUDA GPU, and none is "
-             "available on ", hostname(), " (libtorch sees 0 devices); use --backend gloo to train "
+                       "-DBV_CUDA=OFF or a CPU wheel); use --backend gloo, or rebuild with CUDA "
+                       "(scripts/setup)");
+    BV_CHECK(cuda_available(),
+             "dist: backend 'nccl' needs a CUDA GPU, and none is "
+             "available on ",
+             hostname(),
+             " (libtorch sees 0 devices); use --backend gloo to train "
              "on the CPU");
   }
   return backend;
@@ -331,8 +333,8 @@ DistEnv dist_env_from_environ() {
   }
   if (const char* r = env_or_null("RANK")) {
     env.rank = parse_env_int("RANK", r, 0, 1 << 20);
-    BV_CHECK(env.rank < env.world_size, "dist: RANK=", env.rank, " must be below WORLD_SIZE=",
-             env.world_size);
+    BV_CHECK(env.rank < env.world_size, "dist: RANK=", env.rank,
+             " must be below WORLD_SIZE=", env.world_size);
   }
   if (const char* lr = env_or_null("LOCAL_RANK")) {
     env.local_rank = parse_env_int("LOCAL_RANK", lr, 0, 1 << 20);
@@ -342,8 +344,8 @@ DistEnv dist_env_from_environ() {
     env.master_port = parse_env_int("MASTER_PORT", p, 1, 65535);
   }
   if (env.world_size > 1) {
-    BV_CHECK(!env.master_addr.empty(), "dist: MASTER_ADDR is not set (WORLD_SIZE=",
-             env.world_size, "); start the processes with `bvlua launch` or torchrun");
+    BV_CHECK(!env.master_addr.empty(), "dist: MASTER_ADDR is not set (WORLD_SIZE=", env.world_size,
+             "); start the processes with `bvlua launch` or torchrun");
     BV_CHECK(env.master_port > 0, "dist: MASTER_PORT is not set (WORLD_SIZE=", env.world_size,
              "); start the processes with `bvlua launch` or torchrun");
   }
@@ -358,8 +360,10 @@ DistEnv dist_env_from_environ() {
 
 std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& backend,
                                      double timeout_s) {
-  BV_CHECK(timeout_s > 0 && timeout_s < 1e7, "dist.init: timeout must be a positive number of "
-           "seconds, got ", timeout_s);
+  BV_CHECK(timeout_s > 0 && timeout_s < 1e7,
+           "dist.init: timeout must be a positive number of "
+           "seconds, got ",
+           timeout_s);
   BV_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "dist.init: rank ",
            env.rank, " is not in [0, ", env.world_size, ")");
   auto g = std::make_shared<DistGroup>();
@@ -380,18 +384,18 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
   try {
     g->store = connect_store(env, g->timeout);
   } catch (const std::exception& e) {
-    fail("dist.init: rank ", env.rank, " cannot ", env.rank == 0 && !env.agent_store ? "host" :
-         "reach", " the store at ", where, ": ", first_line(e.what()));
+    fail("dist.init: rank ", env.rank, " cannot ",
+         env.rank == 0 && !env.agent_store ? "host" : "reach", " the store at ", where, ": ",
+         first_line(e.what()));
   }
   try {
     if (g->backend == "nccl") {
       int devices = cuda_device_count();
       g->comm = make_nccl(g->store, env.rank, env.world_size, g->timeout,
-                                       devices > 0 ? env.local_rank % devices : 0);
+                          devices > 0 ? env.local_rank % devices : 0);
     } else {
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      auto device = make_gloo_device(ifname ? ifname : "",
-                                                  is_loopback(env.master_addr));
+      auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
       g->comm = make_gloo(g->store, env.rank, env.world_size, g->timeout, device);
     }
     exchange_peers(*g);
@@ -410,8 +414,10 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) 
   if (tensors.empty()) return;
   at::NoGradGuard no_grad;
   at::Tensor flat = flatten(tensors, "all_reduce");
-  BV_CHECK(!mean || at::isFloatingType(flat.scalar_type()), "dist.all_reduce: mean needs "
-           "floating-point tensors, got ", flat.scalar_type());
+  BV_CHECK(!mean || at::isFloatingType(flat.scalar_type()),
+           "dist.all_reduce: mean needs "
+           "floating-point tensors, got ",
+           flat.scalar_type());
   if (g.comm) {
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
     ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM

@@ -78,8 +78,10 @@ FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSp
     bool split = p.owners.size() != 1;
     BV_CHECK(!p.owners.empty() && (!split || (s.full.dim() >= 1 &&
                                               static_cast<int64_t>(p.owners.size()) == p.shape[0])),
-             "fsdp: parameter '", s.name, "' ", shape_string(s.full), " needs one owner or one "
-             "per row of dim 0, got ", p.owners.size());
+             "fsdp: parameter '", s.name, "' ", shape_string(s.full),
+             " needs one owner or one "
+             "per row of dim 0, got ",
+             p.owners.size());
     for (int o : p.owners) {
       BV_CHECK(o >= 0 && o < world_, "fsdp: owner ", o, " of '", s.name, "' is not a rank (0 to ",
                world_ - 1, ")");
@@ -181,7 +183,8 @@ at::Tensor FsdpParams::gather(const std::string& name) {
   at::NoGradGuard no_grad;
   Param& p = find(name);
   if (p.owners.size() == 1) {
-    at::Tensor out = p.owners[0] == rank_ ? p.owned.detach().clone() : at::empty(p.shape, p.options);
+    at::Tensor out = p.owners[0] == rank_ ? p.owned.detach().clone()
+                                          : at::empty(p.shape, p.options);
     std::vector<at::Tensor> bufs{out};
     dist_broadcast(*group_, bufs, p.owners[0]);
     return out;

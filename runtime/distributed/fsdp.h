@@ -79,7 +79,7 @@ class FsdpParams : public models::ParamSource {
   int rank_ = 0, world_ = 1;
   std::vector<Param> params_;
   std::unordered_map<const void*, size_t> by_placeholder_;  // TensorImpl* -> index
-  std::map<size_t, at::Tensor> cache_;                       // whole values fetched this step
+  std::map<size_t, at::Tensor> cache_;                      // whole values fetched this step
 };
 
 }  // namespace bv

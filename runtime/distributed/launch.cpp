@@ -35,8 +35,8 @@ struct Child {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
-  int fds[2] = {-1, -1};    // the read ends of its stdout and stderr pipes (ranks > 0)
-  std::string pending[2];   // a partial line per pipe
+  int fds[2] = {-1, -1};   // the read ends of its stdout and stderr pipes (ranks > 0)
+  std::string pending[2];  // a partial line per pipe
 };
 
 void write_all(int fd, const char* data, size_t n) {
@@ -108,8 +108,8 @@ int pump_output(std::vector<Child>& children, int timeout_ms) {
 // The children's environment: ours minus TORCHELASTIC_* (a launcher started under torchrun
 // must not make its children clients of torchrun's agent store) and the variables we set.
 std::vector<std::string> child_environment(int rank, int nproc, int port) {
-  const char* ours[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                        "MASTER_PORT=", "GROUP_RANK=", "TORCHELASTIC_"};
+  const char* ours[] = {"RANK=",        "LOCAL_RANK=",  "WORLD_SIZE=", "LOCAL_WORLD_SIZE=",
+                        "MASTER_ADDR=", "MASTER_PORT=", "GROUP_RANK=", "TORCHELASTIC_"};
   std::vector<std::string> env;
   bool has_omp = false, has_bv_threads = false;
   for (char** e = environ; e && *e; ++e) {
@@ -255,14 +255,14 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-int launch_local(const std::vector<std::string>& argv, int nproc, int master_port,
-                 double grace_s) {
+int launch_local(const std::vector<std::string>& argv, int nproc, int master_port, double grace_s) {
   BV_CHECK(!argv.empty() && !argv[0].empty(), "dist.launch: the command is empty");
   BV_CHECK(nproc >= 1 && nproc <= 1024, "dist.launch: nproc must be in [1, 1024], got ", nproc);
-  BV_CHECK(master_port >= 0 && master_port <= 65535, "dist.launch: port must be in [0, 65535], "
-           "got ", master_port);
-  BV_CHECK(grace_s >= 0 && grace_s < 1e6, "dist.launch: grace must be >= 0 seconds, got ",
-           grace_s);
+  BV_CHECK(master_port >= 0 && master_port <= 65535,
+           "dist.launch: port must be in [0, 65535], "
+           "got ",
+           master_port);
+  BV_CHECK(grace_s >= 0 && grace_s < 1e6, "dist.launch: grace must be >= 0 seconds, got ", grace_s);
   int port = master_port > 0 ? master_port : pick_free_port();
   std::fflush(stdout);
   std::fflush(stderr);

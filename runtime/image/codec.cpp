@@ -104,8 +104,8 @@ JpegHeader read_jpeg_header(const char* op, TjHandle& tj, const std::string& byt
   // unset, and so does a tables-only or very short stream, for which it returns success.
   bool ok = hd.width > 0 && hd.height > 0 && hd.colorspace >= 0;
   if (!ok) {
-    fail(op, ": corrupt or truncated JPEG (", bytes.size(), " bytes): ",
-         rc == 0 ? "no frame header" : tj.error());
+    fail(op, ": corrupt or truncated JPEG (", bytes.size(),
+         " bytes): ", rc == 0 ? "no frame header" : tj.error());
   }
   return hd;
 }
@@ -259,7 +259,7 @@ struct PngReader {
 };
 
 struct PngLayout {
-  int channels = 0;  // in: wanted (0 = the file's own); out: what the rows will hold
+  int channels = 0;       // in: wanted (0 = the file's own); out: what the rows will hold
   bool transform = true;  // false: read the header only
   png_uint_32 height = 0, width = 0;
   int own_channels = 0;
@@ -461,17 +461,16 @@ std::string encode_png(const at::Tensor& img, int compression) {
       png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, png_on_write_error, png_on_warning);
   BV_CHECK(png, "libpng: cannot create a write struct");
   png_infop info = png_create_info_struct(png);
-  PngImage im{static_cast<png_uint_32>(h), static_cast<png_uint_32>(w),
-              kColorTypes[c - 1], compression < 0 ? Z_DEFAULT_COMPRESSION : compression,
-              rows.data()};
+  PngImage im{static_cast<png_uint_32>(h), static_cast<png_uint_32>(w), kColorTypes[c - 1],
+              compression < 0 ? Z_DEFAULT_COMPRESSION : compression, rows.data()};
   bool ok = info != nullptr;
   if (ok) {
     png_set_write_fn(png, &sink, png_write_bytes, png_flush);
     ok = png_write_all(png, info, &im);
   }
   png_destroy_write_struct(&png, info ? &info : nullptr);
-  BV_CHECK(ok, op, ": libpng failed on a ", shape_string(t), " image: ",
-           sink.message[0] ? sink.message : "cannot create an info struct");
+  BV_CHECK(ok, op, ": libpng failed on a ", shape_string(t),
+           " image: ", sink.message[0] ? sink.message : "cannot create an info struct");
   return out;
 }
 

@@ -170,10 +170,10 @@ Box sample_inception_box_with(int64_t h, int64_t w, const InceptionCropParams& p
   BV_CHECK(h >= 1 && w >= 1 && h < kMaxSide && w < kMaxSide, op, ": image size ", h, "x", w,
            " must be positive and below 2^31");
   // TF's own argument checks (the op refuses these at construction).
-  BV_CHECK(params.area_min > 0 && params.area_max > 0 && params.area_min <= 1 &&
-               params.area_max <= 1,
-           op, ": area range [", params.area_min, ", ", params.area_max,
-           "] must lie in (0, 1] (fractions of the image area)");
+  BV_CHECK(
+      params.area_min > 0 && params.area_max > 0 && params.area_min <= 1 && params.area_max <= 1,
+      op, ": area range [", params.area_min, ", ", params.area_max,
+      "] must lie in (0, 1] (fractions of the image area)");
   BV_CHECK(params.ratio_min > 0 && params.ratio_max > 0, op, ": aspect ratio range [",
            params.ratio_min, ", ", params.ratio_max, "] must be positive");
   BV_CHECK(params.ratio_min <= params.ratio_max, op, ": aspect ratio range [", params.ratio_min,

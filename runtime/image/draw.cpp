@@ -20,8 +20,8 @@ void draw_line(at::Tensor& img, double x0, double y0, double x1, double y1,
   int64_t h = img.size(0), w = img.size(1), c = img.size(2);
   BV_CHECK(static_cast<int64_t>(color.size()) == c, op, ": a colour of ", color.size(),
            " values for an image of ", c, " channels ", shape_string(img));
-  BV_CHECK(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(x1) && std::isfinite(y1),
-           op, ": coordinates must be finite");
+  BV_CHECK(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(x1) && std::isfinite(y1), op,
+           ": coordinates must be finite");
   BV_CHECK(thickness > 0 && std::isfinite(thickness), op, ": thickness must be positive, got ",
            thickness);
   double r = thickness / 2, r2 = r * r;

@@ -481,30 +481,18 @@ at::Tensor augment(const at::Tensor& img, AugmentOp op, double level, Rng* rng, 
   };
   const double enhance = ratio * 1.8 + 0.1;
   switch (op) {
-    case AugmentOp::kAutoContrast:
-      return autocontrast(img);
-    case AugmentOp::kEqualize:
-      return equalize(img);
-    case AugmentOp::kInvert:
-      return invert(img);
-    case AugmentOp::kRotate:
-      return rotate(img, random_sign(ratio * 30.0), kReplace);
-    case AugmentOp::kPosterize:
-      return posterize(img, py_int(ratio * 4.0));
-    case AugmentOp::kSolarize:
-      return solarize(img, py_int(ratio * 256.0));
-    case AugmentOp::kColor:
-      return color(img, enhance);
-    case AugmentOp::kContrast:
-      return contrast(img, enhance, fix_contrast);
-    case AugmentOp::kBrightness:
-      return brightness(img, enhance);
-    case AugmentOp::kSharpness:
-      return sharpness(img, enhance);
-    case AugmentOp::kShearX:
-      return shear_x(img, random_sign(ratio * 0.3), kReplace);
-    case AugmentOp::kShearY:
-      return shear_y(img, random_sign(ratio * 0.3), kReplace);
+    case AugmentOp::kAutoContrast: return autocontrast(img);
+    case AugmentOp::kEqualize: return equalize(img);
+    case AugmentOp::kInvert: return invert(img);
+    case AugmentOp::kRotate: return rotate(img, random_sign(ratio * 30.0), kReplace);
+    case AugmentOp::kPosterize: return posterize(img, py_int(ratio * 4.0));
+    case AugmentOp::kSolarize: return solarize(img, py_int(ratio * 256.0));
+    case AugmentOp::kColor: return color(img, enhance);
+    case AugmentOp::kContrast: return contrast(img, enhance, fix_contrast);
+    case AugmentOp::kBrightness: return brightness(img, enhance);
+    case AugmentOp::kSharpness: return sharpness(img, enhance);
+    case AugmentOp::kShearX: return shear_x(img, random_sign(ratio * 0.3), kReplace);
+    case AugmentOp::kShearY: return shear_y(img, random_sign(ratio * 0.3), kReplace);
     case AugmentOp::kTranslateX:
       return translate_x(img, random_sign(ratio * kTranslateConst), kReplace);
     case AugmentOp::kTranslateY:
@@ -517,8 +505,7 @@ at::Tensor augment(const at::Tensor& img, AugmentOp op, double level, Rng* rng, 
       const int64_t cx = rng->integer(0, in.size(1) - 1);
       return cutout(in, py_int(ratio * kCutoutConst), cy, cx, kReplace);
     }
-    case AugmentOp::kSolarizeAdd:
-      return solarize_add(img, py_int(ratio * 110.0), 128);
+    case AugmentOp::kSolarizeAdd: return solarize_add(img, py_int(ratio * 110.0), 128);
   }
   fail("augment: no op number ", index);
 }

@@ -450,10 +450,8 @@ void resize_area(const T* in, T* out, const Geometry& g) {
 template <typename T>
 void run(ResizeMethod method, bool antialias, const T* in, T* out, const Geometry& g) {
   switch (method) {
-    case ResizeMethod::kNearest:
-      return resize_nearest(in, out, g);
-    case ResizeMethod::kArea:
-      return resize_area(in, out, g);
+    case ResizeMethod::kNearest: return resize_nearest(in, out, g);
+    case ResizeMethod::kArea: return resize_area(in, out, g);
     case ResizeMethod::kBilinear:
       if (antialias) return resize_scaled<T, TriangleKernel>(in, out, g);
       return resize_bilinear(in, out, g);
@@ -520,14 +518,10 @@ ResizeMethod resize_method_from_name(const std::string& name) {
 
 std::string resize_method_name(ResizeMethod method) {
   switch (method) {
-    case ResizeMethod::kBilinear:
-      return "bilinear";
-    case ResizeMethod::kNearest:
-      return "nearest";
-    case ResizeMethod::kBicubic:
-      return "bicubic";
-    case ResizeMethod::kArea:
-      return "area";
+    case ResizeMethod::kBilinear: return "bilinear";
+    case ResizeMethod::kNearest: return "nearest";
+    case ResizeMethod::kBicubic: return "bicubic";
+    case ResizeMethod::kArea: return "area";
   }
   return "?";
 }

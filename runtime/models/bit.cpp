@@ -60,10 +60,12 @@ BitConfig parse_config(const json& cfg) {
 void add_conv(std::vector<ParamSpec>& out, const std::string& name, int64_t k, int64_t in,
               int64_t o) {
   // flax Conv's default kernel init is lecun_normal over fan_in = k*k*in.
-  out.push_back({name + "/kernel", {k, k, in, o}, at::kFloat, Init::kLecunNormal, 0, k * k * in, o});
+  out.push_back(
+      {name + "/kernel", {k, k, in, o}, at::kFloat, Init::kLecunNormal, 0, k * k * in, o});
 }
 
-void add_gn(std::vector<ParamSpec>& out, const std::string& name, int64_t c, bool zero_scale = false) {
+void add_gn(std::vector<ParamSpec>& out, const std::string& name, int64_t c,
+            bool zero_scale = false) {
   out.push_back({name + "/scale", {c}, at::kFloat, zero_scale ? Init::kZeros : Init::kOnes});
   out.push_back({name + "/bias", {c}, at::kFloat, Init::kZeros});
 }
@@ -135,7 +137,8 @@ at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t 
 // want float32 (libtorch's autocast does not cast group_norm's inputs itself).
 at::Tensor group_norm(const at::Tensor& x, const Params& p, const std::string& name) {
   const at::Tensor& scale = param(p, name + "/scale", "bit");
-  return at::group_norm(x.to(scale.scalar_type()), 32, scale, param(p, name + "/bias", "bit"), 1e-6);
+  return at::group_norm(x.to(scale.scalar_type()), 32, scale, param(p, name + "/bias", "bit"),
+                        1e-6);
 }
 
 at::Tensor nhwc(const at::Tensor& x) { return x.permute({0, 2, 3, 1}); }
@@ -160,7 +163,8 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
       int64_t stride = (u == 0 && s > 0) ? 2 : 1;
       at::Tensor residual = x;
       if (params.count(p + "conv_proj/kernel")) {
-        residual = group_norm(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
+        residual =
+            group_norm(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
       }
       // In place where autograd allows it (GroupNorm's backward does not need its output): fewer
       // passes over the activations, as torchvision's ResNet does.
@@ -196,9 +200,13 @@ void bit_relayout(Params& params) {
 
 const ModelApi& bit_api() {
   static const ModelApi api = {
-      "bit", "bit(depth=50, width=1, num_classes=None): big_vision's BiT ResNet-v1 (GroupNorm, "
-             "weight standardisation)",
-      bit_param_specs, nullptr, bit_apply, bit_relayout};
+      "bit",
+      "bit(depth=50, width=1, num_classes=None): big_vision's BiT ResNet-v1 (GroupNorm, "
+      "weight standardisation)",
+      bit_param_specs,
+      nullptr,
+      bit_apply,
+      bit_relayout};
   return api;
 }
 

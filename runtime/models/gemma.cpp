@@ -44,10 +44,22 @@ const Variant kVariants[] = {
 
 GemmaConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "gemma: the model config must be a table");
-  static const std::set<std::string> known = {
-      "variant", "width", "depth", "mlp_dim", "num_heads", "num_kv_heads", "head_dim",
-      "vocab_size", "scan", "remat_policy", "dropout", "dropout_bdims", "cache_dtype",
-      "embed_dtype", "final_logits_softcap", "attn_logits_softcap"};
+  static const std::set<std::string> known = {"variant",
+                                              "width",
+                                              "depth",
+                                              "mlp_dim",
+                                              "num_heads",
+                                              "num_kv_heads",
+                                              "head_dim",
+                                              "vocab_size",
+                                              "scan",
+                                              "remat_policy",
+                                              "dropout",
+                                              "dropout_bdims",
+                                              "cache_dtype",
+                                              "embed_dtype",
+                                              "final_logits_softcap",
+                                              "attn_logits_softcap"};
   for (const auto& [key, v] : cfg.items()) {
     BV_CHECK(known.count(key), "gemma: unknown config key '", key, "'");
   }
@@ -89,12 +101,14 @@ GemmaConfig parse_config(const json& cfg) {
   // Keys big_vision has that this Gemma does not implement: refused unless at their defaults, so
   // a config never trains differently from what it says.
   if (cfg.contains("dropout") && !cfg["dropout"].is_null()) {
-    BV_CHECK(cfg["dropout"].is_number() && cfg["dropout"].get<double>() == 0, "gemma: dropout=",
-             cfg["dropout"].dump(), " is not implemented (only 0, big_vision's default)");
+    BV_CHECK(cfg["dropout"].is_number() && cfg["dropout"].get<double>() == 0,
+             "gemma: dropout=", cfg["dropout"].dump(),
+             " is not implemented (only 0, big_vision's default)");
   }
   for (const char* key : {"cache_dtype", "embed_dtype"}) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
-      BV_CHECK(cfg[key] == "float32", "gemma: ", key, "=", cfg[key].dump(), " is not implemented "
+      BV_CHECK(cfg[key] == "float32", "gemma: ", key, "=", cfg[key].dump(),
+               " is not implemented "
                "(only float32; for bf16 compute use config.autocast = \"bfloat16\")");
     }
   }
@@ -126,7 +140,10 @@ std::vector<ParamSpec> layer_specs(const GemmaConfig& c) {
 std::vector<ParamSpec> gemma_param_specs(const json& cfg) {
   GemmaConfig c = parse_config(cfg);
   std::vector<ParamSpec> out;
-  out.push_back({"embedder/input_embedding", {c.vocab_size, c.width}, at::kFloat, Init::kNormal,
+  out.push_back({"embedder/input_embedding",
+                 {c.vocab_size, c.width},
+                 at::kFloat,
+                 Init::kNormal,
                  1.0 / std::sqrt(static_cast<double>(c.width))});
   for (const ParamSpec& s : layer_specs(c)) {
     if (c.scan) {
@@ -230,8 +247,8 @@ at::Tensor feed_forward(const at::Tensor& x, const LayerParams& p) {
 at::Tensor layer_forward(const Params& params, const GemmaConfig& c, int64_t i, const at::Tensor& x,
                          const at::Tensor& positions, const at::Tensor& mask, gemma::Cache* cache) {
   LayerParams p{params, c, i};
-  at::Tensor h = x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c,
-                               cache);
+  at::Tensor h =
+      x + attention(rms_norm(x, p("pre_attention_norm/scale")), positions, mask, p, c, cache);
   return h + feed_forward(rms_norm(h, p("pre_ffw_norm/scale")), p);
 }
 
@@ -240,7 +257,8 @@ at::Tensor layer_forward(const Params& params, const GemmaConfig& c, int64_t i, 
 Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
                    bool /*train*/) {
   GemmaConfig c = parse_config(cfg);
-  BV_CHECK(!inputs.empty() && inputs.size() <= 3, "gemma: inputs are tokens [, mask [, positions]]");
+  BV_CHECK(!inputs.empty() && inputs.size() <= 3,
+           "gemma: inputs are tokens [, mask [, positions]]");
   const at::Tensor& tokens = inputs[0];
   int64_t B = tokens.size(0), T = tokens.dim() == 2 ? tokens.size(1) : 0;
   at::Tensor mask = inputs.size() >= 2 ? inputs[1].to(at::kBool)
@@ -281,9 +299,11 @@ at::Tensor stack(const json& cfg, const Params& params, at::Tensor x, const at::
   for (int64_t i = 0; i < c.depth; ++i) {
     if (remat) {
       // The layer runs again during the backward: it owns copies of what it reads.
-      x = models::remat([params, c, i, positions, mask](const at::Tensor& h) {
-        return layer_forward(params, c, i, h, positions, mask, nullptr);
-      }, x);
+      x = models::remat(
+          [params, c, i, positions, mask](const at::Tensor& h) {
+            return layer_forward(params, c, i, h, positions, mask, nullptr);
+          },
+          x);
     } else {
       x = layer_forward(params, c, i, x, positions, mask, cache);
     }

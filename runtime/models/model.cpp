@@ -10,17 +10,19 @@
 
 namespace bv::models {
 
-const ModelApi& vit_api();  // vit.cpp
-const ModelApi& bit_api();  // bit.cpp
-const ModelApi& gemma_api();  // gemma.cpp
-const ModelApi& paligemma_api();  // paligemma.cpp
+const ModelApi& vit_api();               // vit.cpp
+const ModelApi& bit_api();               // bit.cpp
+const ModelApi& gemma_api();             // gemma.cpp
+const ModelApi& paligemma_api();         // paligemma.cpp
 const ModelApi& text_transformer_api();  // text_transformer.cpp
-const ModelApi& two_towers_api();  // two_towers.cpp
+const ModelApi& two_towers_api();        // two_towers.cpp
 
 namespace {
 
-std::vector<const ModelApi*> all_models() { return {&vit_api(),        &bit_api(),        &gemma_api(),
-          &paligemma_api(),  &text_transformer_api(), &two_towers_api()}; }
+std::vector<const ModelApi*> all_models() {
+  return {&vit_api(),       &bit_api(), &gemma_api(), &paligemma_api(), &text_transformer_api(),
+          &two_towers_api()};
+}
 
 }  // namespace
 
@@ -106,8 +108,8 @@ at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
                        const char* model) {
   auto it = params.find(name);
   BV_CHECK(it != params.end(), model, ": parameter '", name, "' is missing");
-  BV_CHECK(it->second.dim() >= 1 && i >= 0 && i < it->second.size(0), model, ": layer ", i,
-           " of '", name, "', which stacks ", it->second.dim() ? it->second.size(0) : 0, " layers");
+  BV_CHECK(it->second.dim() >= 1 && i >= 0 && i < it->second.size(0), model, ": layer ", i, " of '",
+           name, "', which stacks ", it->second.dim() ? it->second.size(0) : 0, " layers");
   if (param_source) {
     at::Tensor t = param_source->layer(it->second, i);
     if (t.defined()) return t;
@@ -117,7 +119,8 @@ at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
 
 at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
                  const char* model) {
-  return at::matmul(x, param(params, name + "/kernel", model)) + param(params, name + "/bias", model);
+  return at::matmul(x, param(params, name + "/kernel", model)) +
+         param(params, name + "/bias", model);
 }
 
 void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,

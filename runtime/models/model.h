@@ -25,7 +25,7 @@ struct ParamSpec {
   std::vector<int64_t> shape;
   c10::ScalarType dtype = c10::ScalarType::Float;
   Init init = Init::kZeros;
-  double stddev = 0;            // kNormal
+  double stddev = 0;                // kNormal
   int64_t fan_in = 0, fan_out = 0;  // kLecunNormal, kXavierUniform (flax's DenseGeneral fans)
   bool scan = false;  // a stack of layers along dim 0 (flax's nn.scan); apply reads it per layer
 };
@@ -68,8 +68,7 @@ at::Tensor param(const Params& params, const std::string& name, const char* mode
 
 // Layer i of a scanned parameter (a stack along dim 0): param(...)[i], but a ParamSource can
 // bring that one layer instead of the whole stack.
-at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
-                       const char* model);
+at::Tensor layer_param(const Params& params, const std::string& name, int64_t i, const char* model);
 
 // Parameters that live elsewhere (fsdp: runtime/distributed/fsdp.h). While a ParamSource is set for
 // the thread, param() and layer_param() ask it first; it recognises its parameters by the

@@ -28,7 +28,7 @@ using json = nlohmann::json;
 
 struct Parts {
   json img, llm;
-  bool bit = false;  // img_model = "bit"
+  bool bit = false;   // img_model = "bit"
   int64_t width = 0;  // the LLM's width: what img/head projects to
 };
 
@@ -103,9 +103,9 @@ at::Tensor prefix_lm_mask(const at::Tensor& input_mask, const at::Tensor& mask_a
 }
 
 struct Embedded {
-  at::Tensor zimg;  // [B, N, D] image tokens
-  at::Tensor x;     // [B, N + T, D] image tokens then scaled text embeddings
-  at::Tensor attn;  // [B, N + T, N + T] the prefix-LM mask
+  at::Tensor zimg;       // [B, N, D] image tokens
+  at::Tensor x;          // [B, N + T, D] image tokens then scaled text embeddings
+  at::Tensor attn;       // [B, N + T, N + T] the prefix-LM mask
   at::Tensor full_mask;  // [B, N + T] real tokens
   int64_t n_img = 0;
 };
@@ -152,7 +152,8 @@ Output paligemma_apply(const json& cfg, const Params& params, const std::vector<
   BV_CHECK(text.dim() == 2, "paligemma: text must be [batch, length] tokens");
   int64_t B = text.size(0), T = text.size(1);
   at::Tensor mask_ar = inputs.size() >= 3 ? inputs[2] : at::ones({B, T}, at::kLong);
-  at::Tensor input_mask = inputs.size() >= 4 ? inputs[3].to(at::kBool) : at::ones({B, T}, at::kBool);
+  at::Tensor input_mask = inputs.size() >= 4 ? inputs[3].to(at::kBool)
+                                             : at::ones({B, T}, at::kBool);
   Params llm = subtree(params, "llm/");
   Embedded e = embed_image_and_text(p, params, inputs[0], text, mask_ar, input_mask, train);
   int64_t n_img = e.n_img;
@@ -182,8 +183,8 @@ void paligemma_relayout(Params& params) {
 namespace paligemma {
 
 at::Tensor prefill(const nlohmann::json& cfg, const Params& params, const at::Tensor& image,
-                   const at::Tensor& text, const at::Tensor& mask_ar,
-                   const at::Tensor& input_mask, int64_t max_decode_len, gemma::Cache* cache) {
+                   const at::Tensor& text, const at::Tensor& mask_ar, const at::Tensor& input_mask,
+                   int64_t max_decode_len, gemma::Cache* cache) {
   Parts p = parse_config(cfg);
   BV_CHECK(text.dim() == 2, "paligemma prefill: text must be [batch, length] tokens, got [",
            text.sizes(), "]");
@@ -219,7 +220,10 @@ const ModelApi& paligemma_api() {
       "proj.paligemma.paligemma(img={variant='So400m/14', pool_type='none', scan=True}, "
       "llm={variant='gemma_2b', vocab_size=257152}): PaliGemma (image encoder + Gemma with a "
       "prefix-LM mask)",
-      paligemma_param_specs, nullptr, paligemma_apply, paligemma_relayout};
+      paligemma_param_specs,
+      nullptr,
+      paligemma_apply,
+      paligemma_relayout};
   return api;
 }
 

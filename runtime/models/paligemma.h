@@ -14,8 +14,8 @@ namespace bv::models::paligemma {
 // never attended and taking no position) -> the logits [B, V] after each row's last real token.
 // The cache gets room for max_decode_len more tokens.
 at::Tensor prefill(const nlohmann::json& cfg, const Params& params, const at::Tensor& image,
-                   const at::Tensor& text, const at::Tensor& mask_ar,
-                   const at::Tensor& input_mask, int64_t max_decode_len, gemma::Cache* cache);
+                   const at::Tensor& text, const at::Tensor& mask_ar, const at::Tensor& input_mask,
+                   int64_t max_decode_len, gemma::Cache* cache);
 
 // The next token of every row, tokens [B] -> logits [B, V].
 at::Tensor extend(const nlohmann::json& cfg, const Params& params, const at::Tensor& tokens,

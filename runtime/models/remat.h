@@ -1,8 +1,8 @@
 // Rematerialisation of one layer (big_vision's nn.remat with the "nothing_saveable" policy):
 // the forward keeps only the layer's input; the backward runs the layer again, with gradients,
 // and then backpropagates through it. Activations then cost one tensor per layer, and under fsdp
-// (runtime/distributed/fsdp.h) a layer's fetched parameters die with the layer and are fetched again
-// for its backward, so no more than a layer's parameters are whole at any time.
+// (runtime/distributed/fsdp.h) a layer's fetched parameters die with the layer and are fetched
+// again for its backward, so no more than a layer's parameters are whole at any time.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -46,8 +46,8 @@ Sampler parse_sampler(const std::string& spec) {
     size_t start = 0;
     while (start <= args.size()) {
       size_t comma = args.find(',', start);
-      std::string arg = trim(args.substr(start, comma == std::string::npos ? std::string::npos
-                                                                          : comma - start));
+      std::string arg =
+          trim(args.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       if (!arg.empty()) {
         size_t eq = arg.find('=');
         if (eq == std::string::npos) {
@@ -110,7 +110,8 @@ std::pair<at::Tensor, at::Tensor> sample(const at::Tensor& logits, const Sampler
     at::Tensor cum = at::softmax(sorted, -1).cumsum(-1);
     at::Tensor cutoff = (cum < sampler.p).sum(-1, /*keepdim=*/true).clamp_max(sorted.size(-1) - 1);
     at::Tensor cutoff_logit = sorted.gather(-1, cutoff);
-    tokens = categorical(at::where(scaled < cutoff_logit, at::full_like(scaled, -1e7), scaled), gen);
+    tokens =
+        categorical(at::where(scaled < cutoff_logit, at::full_like(scaled, -1e7), scaled), gen);
   }
   at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1).gather(-1, tokens.unsqueeze(-1));
   return {tokens, logp.squeeze(-1)};

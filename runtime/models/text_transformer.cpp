@@ -26,10 +26,13 @@ struct TextConfig {
 
 // big_vision's ViT variant table, for `variant` ("B", "So400m", ...).
 bool apply_variant(const std::string& v, EncoderConfig* e) {
-  struct V { const char* name; int64_t width, depth, mlp, heads; };
+  struct V {
+    const char* name;
+    int64_t width, depth, mlp, heads;
+  };
   static const V table[] = {
-      {"mu", 32, 1, 128, 2},         {"Ti", 192, 12, 768, 3},   {"S", 384, 12, 1536, 6},
-      {"M", 512, 12, 2048, 8},       {"B", 768, 12, 3072, 12},  {"L", 1024, 24, 4096, 16},
+      {"mu", 32, 1, 128, 2},          {"Ti", 192, 12, 768, 3},   {"S", 384, 12, 1536, 6},
+      {"M", 512, 12, 2048, 8},        {"B", 768, 12, 3072, 12},  {"L", 1024, 24, 4096, 16},
       {"So400m", 1152, 27, 4304, 16}, {"H", 1280, 32, 5120, 16}, {"g", 1408, 40, 6144, 16},
       {"G", 1664, 48, 8192, 16},
   };
@@ -44,15 +47,17 @@ bool apply_variant(const std::string& v, EncoderConfig* e) {
 
 TextConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "text_transformer: the model config must be a table");
-  static const std::set<std::string> known = {"variant", "num_classes", "width", "depth", "mlp_dim",
-      "num_heads", "dropout", "vocab_size", "pool_type", "scan", "remat_policy", "text_len"};
+  static const std::set<std::string> known = {
+      "variant", "num_classes", "width",     "depth", "mlp_dim",      "num_heads",
+      "dropout", "vocab_size",  "pool_type", "scan",  "remat_policy", "text_len"};
   for (const auto& [key, v] : cfg.items()) {
     BV_CHECK(known.count(key), "text_transformer: unknown config key '", key, "'");
   }
   TextConfig c;
   if (cfg.contains("variant") && !cfg["variant"].is_null()) {
     std::string v = cfg["variant"].get<std::string>();
-    BV_CHECK(apply_variant(v.substr(0, v.find('/')), &c.enc), "text_transformer: unknown variant '", v, "'");
+    BV_CHECK(apply_variant(v.substr(0, v.find('/')), &c.enc), "text_transformer: unknown variant '",
+             v, "'");
   }
   auto get_int = [&](const char* key, int64_t* out) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
@@ -88,14 +93,21 @@ std::vector<ParamSpec> text_param_specs(const json& cfg) {
   int64_t d = c.enc.width;
   std::vector<ParamSpec> out;
   // flax nn.Embed: variance_scaling(1, fan_in, normal) whose fan_in works out to the width.
-  out.push_back({"Embed_0/embedding", {c.vocab_size, d}, at::kFloat, Init::kNormal,
+  out.push_back({"Embed_0/embedding",
+                 {c.vocab_size, d},
+                 at::kFloat,
+                 Init::kNormal,
                  1.0 / std::sqrt(static_cast<double>(d))});
-  out.push_back({"pos_embedding", {1, c.text_len, d}, at::kFloat, Init::kNormal,
+  out.push_back({"pos_embedding",
+                 {1, c.text_len, d},
+                 at::kFloat,
+                 Init::kNormal,
                  1.0 / std::sqrt(static_cast<double>(d))});
   add_encoder_specs(out, c.enc, "Encoder_0");
   if (c.pool_type == "map") add_map_head_specs(out, c.enc);
   if (c.num_classes) {
-    out.push_back({"head/kernel", {d, c.num_classes}, at::kFloat, Init::kLecunNormal, 0, d, c.num_classes});
+    out.push_back(
+        {"head/kernel", {d, c.num_classes}, at::kFloat, Init::kLecunNormal, 0, d, c.num_classes});
     out.push_back({"head/bias", {c.num_classes}, at::kFloat, Init::kZeros});
   }
   return out;

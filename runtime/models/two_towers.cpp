@@ -30,15 +30,17 @@ struct TowersConfig {
 
 TowersConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "two_towers: the model config must be a table");
-  static const std::set<std::string> known = {"image", "text", "image_model", "text_model",
-                                              "out_dim", "temperature_init", "bias_init"};
+  static const std::set<std::string> known = {
+      "image", "text", "image_model", "text_model", "out_dim", "temperature_init", "bias_init"};
   for (const auto& [key, v] : cfg.items()) {
     BV_CHECK(known.count(key), "two_towers: unknown config key '", key, "'");
   }
   for (const char* key : {"image_model", "text_model"}) {
     if (cfg.contains(key)) {
-      std::string want = std::string(key) == "image_model" ? "vit" : "proj.image_text.text_transformer";
-      BV_CHECK(cfg[key] == want, "two_towers: only ", key, "='", want, "' is built, got ", cfg[key].dump());
+      std::string want = std::string(key) == "image_model" ? "vit"
+                                                           : "proj.image_text.text_transformer";
+      BV_CHECK(cfg[key] == want, "two_towers: only ", key, "='", want, "' is built, got ",
+               cfg[key].dump());
     }
   }
   TowersConfig c;
@@ -83,7 +85,8 @@ Output towers_apply(const json& cfg, const Params& params, const std::vector<at:
   TowersConfig c = parse_config(cfg);
   BV_CHECK(inputs.size() == 2, "two_towers: inputs are images and texts");
   Output out;
-  at::Tensor zimg = l2_normalize(vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train).out);
+  at::Tensor zimg =
+      l2_normalize(vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train).out);
   at::Tensor ztxt = l2_normalize(
       text_transformer_api().apply(c.txt, subtree(params, "txt/"), {inputs[1]}, train).out);
   at::Tensor t = param(params, "t", "two_towers").exp();

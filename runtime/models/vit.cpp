@@ -46,10 +46,10 @@ struct Variant {
 
 // big_vision's decode_variant table.
 const Variant kVariants[] = {
-    {"mu", 32, 1, 128, 2},         {"Ti", 192, 12, 768, 3},       {"S", 384, 12, 1536, 6},
-    {"M", 512, 12, 2048, 8},       {"B", 768, 12, 3072, 12},      {"L", 1024, 24, 4096, 16},
-    {"So400m", 1152, 27, 4304, 16}, {"H", 1280, 32, 5120, 16},     {"g", 1408, 40, 6144, 16},
-    {"g-opt", 1536, 40, 6144, 16}, {"G", 1664, 48, 8192, 16},     {"G-opt", 1536, 48, 8192, 16},
+    {"mu", 32, 1, 128, 2},          {"Ti", 192, 12, 768, 3},   {"S", 384, 12, 1536, 6},
+    {"M", 512, 12, 2048, 8},        {"B", 768, 12, 3072, 12},  {"L", 1024, 24, 4096, 16},
+    {"So400m", 1152, 27, 4304, 16}, {"H", 1280, 32, 5120, 16}, {"g", 1408, 40, 6144, 16},
+    {"g-opt", 1536, 40, 6144, 16},  {"G", 1664, 48, 8192, 16}, {"G-opt", 1536, 48, 8192, 16},
     {"e", 1792, 56, 15360, 16},
 };
 
@@ -73,9 +73,9 @@ void read_pair(const json& v, const char* key, int64_t* h, int64_t* w) {
 ViTConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "vit: the model config must be a table");
   static const std::set<std::string> known = {
-      "variant", "num_classes", "patch_size", "width", "depth", "mlp_dim", "num_heads", "posemb",
-      "rep_size", "dropout", "pool_type", "head_zeroinit", "scan", "remat_policy", "dtype_mm",
-      "image_size"};
+      "variant",   "num_classes",  "patch_size", "width",     "depth",     "mlp_dim",
+      "num_heads", "posemb",       "rep_size",   "dropout",   "pool_type", "head_zeroinit",
+      "scan",      "remat_policy", "dtype_mm",   "image_size"};
   for (const auto& [key, v] : cfg.items()) {
     BV_CHECK(known.count(key), "vit: unknown config key '", key, "'");
   }
@@ -165,12 +165,18 @@ void add_attention(std::vector<ParamSpec>& out, const std::string& p, int64_t d,
 }
 
 void add_mlp(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64_t mlp) {
-  add_dense(out, p + "/Dense_0", {d, mlp}, {mlp}, Init::kXavierUniform, d, mlp, Init::kNormal, 1e-6);
+  add_dense(out, p + "/Dense_0", {d, mlp}, {mlp}, Init::kXavierUniform, d, mlp, Init::kNormal,
+            1e-6);
   add_dense(out, p + "/Dense_1", {mlp, d}, {d}, Init::kXavierUniform, mlp, d, Init::kNormal, 1e-6);
 }
 
 EncoderConfig encoder_of(const ViTConfig& c) {
-  return {c.width, c.depth, c.mlp_dim, c.num_heads, c.dropout, c.scan,
+  return {c.width,
+          c.depth,
+          c.mlp_dim,
+          c.num_heads,
+          c.dropout,
+          c.scan,
           c.scan && c.remat_policy != "none"};
 }
 
@@ -186,7 +192,8 @@ std::vector<ParamSpec> block_specs(const EncoderConfig& c, const std::string& pr
 
 }  // namespace
 
-void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c, const std::string& name) {
+void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c,
+                       const std::string& name) {
   if (c.scan) {
     // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
     for (ParamSpec s : block_specs(c, name + "/encoderblock")) {
@@ -205,8 +212,8 @@ void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c, cons
 }
 
 void add_map_head_specs(std::vector<ParamSpec>& out, const EncoderConfig& c) {
-  out.push_back({"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0,
-                 c.width, c.width});
+  out.push_back(
+      {"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0, c.width, c.width});
   add_attention(out, "MAPHead_0/MultiHeadDotProductAttention_0", c.width, c.num_heads);
   add_layernorm(out, "MAPHead_0/LayerNorm_0", c.width);
   add_mlp(out, "MAPHead_0/MlpBlock_0", c.width, c.mlp_dim);
@@ -222,7 +229,10 @@ std::vector<ParamSpec> vit_param_specs(const json& cfg) {
             patch_in, c.width);
   int64_t tokens = c.grid_h() * c.grid_w();
   if (c.posemb == "learn") {
-    out.push_back({"pos_embedding", {1, tokens, c.width}, at::kFloat, Init::kNormal,
+    out.push_back({"pos_embedding",
+                   {1, tokens, c.width},
+                   at::kFloat,
+                   Init::kNormal,
                    1.0 / std::sqrt(static_cast<double>(c.width))});
   }
   if (c.pool_type == "tok") out.push_back({"cls", {1, 1, c.width}, at::kFloat, Init::kZeros});
@@ -230,8 +240,8 @@ std::vector<ParamSpec> vit_param_specs(const json& cfg) {
   if (c.pool_type == "map") add_map_head_specs(out, encoder_of(c));
   int64_t rep = c.width;
   if (c.rep_size) {
-    add_dense(out, "pre_logits", {c.width, c.rep_size}, {c.rep_size}, Init::kLecunNormal,
-              c.width, c.rep_size);
+    add_dense(out, "pre_logits", {c.width, c.rep_size}, {c.rep_size}, Init::kLecunNormal, c.width,
+              c.rep_size);
     rep = c.rep_size;
   }
   if (c.num_classes) {
@@ -337,14 +347,18 @@ at::Tensor encoder_block(const Params& params, const EncoderConfig& c, const std
 at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const std::string& name,
                            at::Tensor x, bool train, Output* out) {
   bool remat = c.remat && train && at::GradMode::is_enabled();
-  BV_CHECK(!remat || c.dropout == 0, "vit: a scanned encoder rematerialises its layers, which "
-           "needs dropout 0 (got ", c.dropout, "); or set remat_policy='none'");
+  BV_CHECK(!remat || c.dropout == 0,
+           "vit: a scanned encoder rematerialises its layers, which "
+           "needs dropout 0 (got ",
+           c.dropout, "); or set remat_policy='none'");
   for (int64_t i = 0; i < c.depth; ++i) {
     if (remat) {
       // The block runs again during the backward: it owns copies of what it reads.
-      x = models::remat([params, c, name, i](const at::Tensor& h) {
-        return encoder_block(params, c, name, i, /*train=*/true, h);
-      }, x);
+      x = models::remat(
+          [params, c, name, i](const at::Tensor& h) {
+            return encoder_block(params, c, name, i, /*train=*/true, h);
+          },
+          x);
     } else {
       x = encoder_block(params, c, name, i, train, x);
     }
@@ -438,8 +452,8 @@ at::Tensor resample_posemb(const at::Tensor& posemb, int64_t new_tokens) {
     return g * g == n ? g : int64_t{-1};
   };
   int64_t old_g = side(posemb.size(1)), new_g = side(new_tokens);
-  BV_CHECK(old_g > 0 && new_g > 0, "resample_posemb: only square grids: ", posemb.size(1),
-           " -> ", new_tokens, " tokens");
+  BV_CHECK(old_g > 0 && new_g > 0, "resample_posemb: only square grids: ", posemb.size(1), " -> ",
+           new_tokens, " tokens");
   int64_t c = posemb.size(2);
   at::Tensor grid = posemb.reshape({1, old_g, old_g, c}).permute({0, 3, 1, 2}).to(at::kFloat);
   at::Tensor out = at::upsample_bilinear2d(grid, {new_g, new_g}, /*align_corners=*/true);

@@ -18,7 +18,8 @@ struct EncoderConfig {
 
 // `name`/encoderblock_<i>/... (or the stacked `name`/encoderblock/... with scan) and
 // `name`/encoder_norm.
-void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c, const std::string& name);
+void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c,
+                       const std::string& name);
 void add_map_head_specs(std::vector<ParamSpec>& out, const EncoderConfig& c);
 
 // x [n, l, D] -> encoder_norm(blocks(x)); with `out`, records each block's output.

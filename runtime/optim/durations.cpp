@@ -68,9 +68,8 @@ int64_t steps(const std::string& prefix, const nlohmann::json& config, int64_t d
   fail("cannot convert '", prefix, "' to steps: ",
        matches.empty() ? str("none of ", prefix, "_steps, ", prefix, "_examples, ", prefix,
                              "_epochs, ", prefix, "_percent is given")
-                       : str("'", matches[0], "' needs what is missing of batch_size (",
-                             batch_size, "), data_size (", data_size, "), total_steps (",
-                             total_steps, ")"));
+                       : str("'", matches[0], "' needs what is missing of batch_size (", batch_size,
+                             "), data_size (", data_size, "), total_steps (", total_steps, ")"));
 }
 
 bool itstime(int64_t step, int64_t every, int64_t total, bool last, bool first,

@@ -375,8 +375,8 @@ std::vector<StateSpec> Optimizer::state_spec() const {
   std::vector<StateSpec> out;
   for (const auto& leaf : impl_->leaves) {
     for (const auto& [field, t] : leaf.state) {
-      out.push_back({leaf.name + "/" + field, leaf.name, t.sizes().vec(), t.scalar_type(),
-                     leaf.owned});
+      out.push_back(
+          {leaf.name + "/" + field, leaf.name, t.sizes().vec(), t.scalar_type(), leaf.owned});
     }
   }
   return out;

@@ -52,7 +52,7 @@ struct ScheduleContext {
 
 // One tensor of the optimizer state, owned here or not (see ScheduleContext::owned).
 struct StateSpec {
-  std::string name;   // "<param>/<field>"
+  std::string name;  // "<param>/<field>"
   std::string param;
   std::vector<int64_t> shape;
   at::ScalarType dtype;
@@ -64,7 +64,8 @@ class Optimizer {
   // `config`: the whole run config (optax_name, optax, lr, wd, wd_mults, lr_mults, schedule,
   // grad_clip_norm). `params`: every parameter's name and shape. Throws bv::Error naming the key
   // or parameter for bad configs (e.g. a parameter no schedule covers).
-  Optimizer(const nlohmann::json& config, const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
+  Optimizer(const nlohmann::json& config,
+            const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
             const ScheduleContext& ctx);
   ~Optimizer();
 
@@ -76,11 +77,11 @@ class Optimizer {
   UpdateMetrics update(std::map<std::string, at::Tensor>& params,
                        const std::map<std::string, at::Tensor>& grads, bool all_norms = true);
 
-  int64_t count() const;        // updates done so far (big_vision's get_count)
+  int64_t count() const;  // updates done so far (big_vision's get_count)
   bool frozen(const std::string& name) const;
   // Whether `name`'s update treats its rows (dim 0) independently (fsdp may then split it).
   bool rows_independent(const std::string& name) const;
-  int num_schedules() const;    // non-frozen schedule entries
+  int num_schedules() const;                        // non-frozen schedule entries
   double schedule(int index, int64_t count) const;  // the multiplier at optimizer count `count`
 
   // Optimizer state for checkpoints ("count" plus per-parameter tensors such as

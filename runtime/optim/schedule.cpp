@@ -15,8 +15,11 @@ using nlohmann::json;
 namespace {
 
 std::vector<std::string> make_schedule_keys() {
-  std::vector<std::string> keys = {"decay_type", "scale_with_batchsize", "end", "linear_end",
-                                   "power", "steps", "mults", "timescale", "shift"};
+  std::vector<std::string> keys = {"decay_type", "scale_with_batchsize",
+                                   "end",        "linear_end",
+                                   "power",      "steps",
+                                   "mults",      "timescale",
+                                   "shift"};
   for (const char* prefix : {"warmup", "cooldown", "timescale", "shift"}) {
     for (const char* suffix : {"steps", "examples", "epochs", "percent"}) {
       keys.push_back(std::string(prefix) + "_" + suffix);
@@ -43,8 +46,7 @@ const std::vector<std::string>& schedule_keys() {
   return keys;
 }
 
-Schedule::Schedule(const json& kw, double base, const ScheduleContext& ctx,
-                   const std::string& what)
+Schedule::Schedule(const json& kw, double base, const ScheduleContext& ctx, const std::string& what)
     : lr_(base), total_(ctx.total_steps) {
   BV_CHECK(kw.is_null() || kw.is_object(), what, " must be an object, got ", kw.dump());
   check_keys(kw, schedule_keys(), what);
@@ -117,8 +119,7 @@ float Schedule::operator()(int64_t step) const {
            static_cast<float>(lr_ - end_) * float_pow(1.0f - progress, power_);
       break;
     case Decay::kCosine:
-      lr = static_cast<float>(lr_ * 0.5) *
-           (1.0f + std::cos(static_cast<float>(M_PI) * progress));
+      lr = static_cast<float>(lr_ * 0.5) * (1.0f + std::cos(static_cast<float>(M_PI) * progress));
       break;
     case Decay::kRsqrt:
       if (warmup_ <= step) {

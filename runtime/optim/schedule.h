@@ -33,9 +33,9 @@ class Schedule {
   Decay decay_ = Decay::kStair;
   double lr_ = 1;  // base, times batch_size/256 when scale_with_batchsize
   int64_t total_ = 0, warmup_ = 0, cooldown_ = 0;
-  double end_ = 0, power_ = 1;                 // linear / polynomial
-  double timescale_ = 10000, shift_ = 0;       // rsqrt
-  std::vector<int64_t> stair_steps_;           // stair
+  double end_ = 0, power_ = 1;            // linear / polynomial
+  double timescale_ = 10000, shift_ = 0;  // rsqrt
+  std::vector<int64_t> stair_steps_;      // stair
   std::vector<double> stair_mults_;
 };
 

@@ -27,8 +27,8 @@ at::ScalarType get_dtype(const json& kw, const std::string& key, const char* fal
   }
   if (kw.at(key).is_null()) return at::kFloat;
   at::ScalarType t = dtype_from_name(get_string(kw, key, "", what));
-  BV_CHECK(at::isFloatingType(t), what, ".", key, " must be a floating dtype, got '",
-           dtype_name(t), "'");
+  BV_CHECK(at::isFloatingType(t), what, ".", key, " must be a floating dtype, got '", dtype_name(t),
+           "'");
   return t;
 }
 
@@ -141,7 +141,8 @@ class Adafactor : public LeafTransform {
     auto [d1, d0] = factored_dims(shape, o_.min_dim_size_to_factor);
     NamedTensors s;
     if (d0 >= 0) {
-      s = {{"v_row", zeros(without(shape, d0))}, {"v_col", zeros(without(shape, d1))},
+      s = {{"v_row", zeros(without(shape, d0))},
+           {"v_col", zeros(without(shape, d1))},
            {"v", zeros({1})}};
     } else {
       s = {{"v_row", zeros({1})}, {"v_col", zeros({1})}, {"v", zeros(shape)}};
@@ -217,8 +218,10 @@ std::unique_ptr<LeafTransform> make_transform(const std::string& name, const jso
   const std::string what = "optax (for " + name + ")";
   BV_CHECK(kw.is_null() || kw.is_object(), "config.optax must be an object, got ", kw.dump());
   if (name == "big_vision.scale_by_adafactor") {
-    check_keys(kw, {"min_dim_size_to_factor", "decay_rate", "decay_offset", "beta2_cap",
-                    "clipping_threshold", "momentum", "dtype_momentum", "eps"}, what);
+    check_keys(kw,
+               {"min_dim_size_to_factor", "decay_rate", "decay_offset", "beta2_cap",
+                "clipping_threshold", "momentum", "dtype_momentum", "eps"},
+               what);
     Adafactor::Options o;
     double min_dim = get_number(kw, "min_dim_size_to_factor", 32, what);
     BV_CHECK(min_dim == std::floor(min_dim), what, ".min_dim_size_to_factor must be an integer");

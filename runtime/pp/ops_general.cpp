@@ -37,7 +37,8 @@ at::Tensor value_range_uint8(const at::Tensor& x, float vmin, float span,
     for (int v = 0; v < 256; ++v) {
       float r = (static_cast<float>(v) - lo) / (hi - lo);
       r = vmin + r * span;
-      if (clip_values) r = std::min(std::max(r, static_cast<float>(lo_clip)), static_cast<float>(hi_clip));
+      if (clip_values)
+        r = std::min(std::max(r, static_cast<float>(lo_clip)), static_cast<float>(hi_clip));
       lut[static_cast<size_t>(c * 256 + v)] = r;
     }
   }
@@ -50,7 +51,8 @@ at::Tensor value_range_uint8(const at::Tensor& x, float vmin, float span,
     for (int64_t i = 0; i < n; ++i) o[i] = lut[in[i]];
   } else {
     for (int64_t i = 0; i < n; i += channels) {
-      for (int64_t c = 0; c < channels; ++c) o[i + c] = lut[static_cast<size_t>(c * 256 + in[i + c])];
+      for (int64_t c = 0; c < channels; ++c)
+        o[i + c] = lut[static_cast<size_t>(c * 256 + in[i + c])];
     }
   }
   return out;
@@ -83,12 +85,14 @@ at::Tensor normalize(const at::Tensor& x, const std::vector<double>& mean,
 
 at::Tensor onehot(const at::Tensor& labels, int64_t depth, bool multi, double on, double off) {
   BV_CHECK(depth > 0, "onehot: depth must be positive, got ", depth);
-  BV_CHECK(!at::isFloatingType(labels.scalar_type()) || labels.eq(labels.floor()).all().item<bool>(),
-           "onehot: labels must be integers, got ", dtype_name(labels.scalar_type()));
+  BV_CHECK(
+      !at::isFloatingType(labels.scalar_type()) || labels.eq(labels.floor()).all().item<bool>(),
+      "onehot: labels must be integers, got ", dtype_name(labels.scalar_type()));
   at::Tensor ids = labels.to(at::kLong);
   if (ids.dim() > 0 && multi) {
-    BV_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < depth),
-             "onehot: a label is outside [0, ", depth, ") for multi-hot labels ", shape_string(ids));
+    BV_CHECK(
+        ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < depth),
+        "onehot: a label is outside [0, ", depth, ") for multi-hot labels ", shape_string(ids));
     at::Tensor hot = at::zeros({depth}, at::kFloat);
     hot.index_fill_(0, ids.flatten(), 1.0);
     return hot * static_cast<float>(on - off) + static_cast<float>(off);

@@ -57,7 +57,7 @@ class LinesIterator : public sp::SentenceIterator {
 // sequence of fields, and field 1 (repeated SentencePiece pieces) is what we rewrite.
 
 constexpr uint32_t kPiecesField = 1;
-constexpr uint64_t kUserDefinedType = 4;  // SentencePiece.Type.USER_DEFINED
+constexpr uint64_t kUserDefinedType = 4;        // SentencePiece.Type.USER_DEFINED
 const char* const kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's spelling of ' '
 
 struct WireField {
@@ -102,8 +102,7 @@ std::vector<WireField> split_fields(std::string_view msg, const std::string& nam
                  "': corrupt model (field ", (tag >> 3), " runs past the end)");
         pos += len;
         break;
-      default:
-        fail("tokenizer '", name, "': corrupt model (wire type ", (tag & 7), ")");
+      default: fail("tokenizer '", name, "': corrupt model (wire type ", (tag & 7), ")");
     }
     BV_CHECK(pos <= msg.size(), "tokenizer '", name, "': corrupt model (truncated)");
     fields.push_back({static_cast<uint32_t>(tag >> 3), msg.substr(start, pos - start)});
@@ -130,7 +129,8 @@ std::string user_defined_piece_field(const std::string& piece) {
 std::string spaces_as_marks(const std::string& piece) {
   std::string out;
   for (char c : piece) {
-    if (c == ' ') out += kSpaceMark; else out.push_back(c);
+    if (c == ' ') out += kSpaceMark;
+    else out.push_back(c);
   }
   return out;
 }
@@ -263,8 +263,8 @@ std::vector<std::string> extra_tokens(const std::vector<std::string>& tokensets)
 }
 
 std::map<std::string, std::string> gemma_special_ids() {
-  return {{"pad_id", "0"},        {"eos_id", "1"},         {"bos_id", "2"},
-          {"unk_id", "3"},        {"pad_piece", "<pad>"},  {"eos_piece", "<eos>"},
+  return {{"pad_id", "0"},        {"eos_id", "1"},        {"bos_id", "2"},
+          {"unk_id", "3"},        {"pad_piece", "<pad>"}, {"eos_piece", "<eos>"},
           {"bos_piece", "<bos>"}, {"unk_piece", "<unk>"}};
 }
 

@@ -16,7 +16,8 @@ namespace {
 
 void check_pair(const at::Tensor& logits, const at::Tensor& labels, const char* loss) {
   BV_CHECK(logits.sizes() == labels.sizes(), loss, ": logits ", shape_string(logits),
-           " and labels ", shape_string(labels), " differ (labels must be one-hot or multi-hot; "
+           " and labels ", shape_string(labels),
+           " differ (labels must be one-hot or multi-hot; "
            "use onehot(num_classes) in the pp)");
 }
 
@@ -84,7 +85,8 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
     at::Tensor logits;
     {
       std::unique_ptr<AutocastGuard> autocast;
-      if (low) autocast = std::make_unique<AutocastGuard>(params.begin()->second.device().type(), *low);
+      if (low)
+        autocast = std::make_unique<AutocastGuard>(params.begin()->second.device().type(), *low);
       logits = forward(i * micro, micro).to(at::kFloat);
     }
     at::Tensor loss = loss_of(logits, i * micro, micro) / opts.accum_steps;
@@ -143,8 +145,10 @@ Gradients lm_loss_and_grads(const models::ModelApi& model, const nlohmann::json&
                             const at::Tensor& text, const at::Tensor& mask_ar,
                             const at::Tensor& mask_loss, const StepOptions& opts) {
   BV_CHECK(!params.empty(), "lm_loss_and_grads: no parameters");
-  BV_CHECK(text.dim() == 2 && text.size(1) >= 2, "lm_loss_and_grads: text must be [batch, length "
-           ">= 2] tokens, got ", shape_string(text));
+  BV_CHECK(text.dim() == 2 && text.size(1) >= 2,
+           "lm_loss_and_grads: text must be [batch, length "
+           ">= 2] tokens, got ",
+           shape_string(text));
   BV_CHECK(mask_ar.sizes() == text.sizes() && mask_loss.sizes() == text.sizes(),
            "lm_loss_and_grads: mask_ar ", shape_string(mask_ar), " and mask_loss ",
            shape_string(mask_loss), " must have text's shape ", shape_string(text));
@@ -157,8 +161,11 @@ Gradients lm_loss_and_grads(const models::ModelApi& model, const nlohmann::json&
   return accumulate(
       params, text.size(0), opts,
       [&](int64_t start, int64_t n) {
-        return model.apply(cfg, params, {x.narrow(0, start, n), inputs.narrow(0, start, n),
-                                         ar.narrow(0, start, n)}, /*train=*/true).out;
+        return model
+            .apply(cfg, params,
+                   {x.narrow(0, start, n), inputs.narrow(0, start, n), ar.narrow(0, start, n)},
+                   /*train=*/true)
+            .out;
       },
       [&](const at::Tensor& logits, int64_t start, int64_t n) {
         at::Tensor w = weights.narrow(0, start, n);

@@ -27,7 +27,8 @@ at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
 
 // big_vision's PaliGemma token loss: -Σ_v target·log_softmax(logits) per position, [B, T], with
 // target 1 - s on the true token and s / (V - 1) elsewhere (s = label_smoothing).
-at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets, double label_smoothing = 0);
+at::Tensor token_nll(const at::Tensor& logits, const at::Tensor& targets,
+                     double label_smoothing = 0);
 
 // big_vision's get_mixup as train.py uses it: a ~ Beta(p, p), a = max(a, 1 - a), and each of
 // `images` and `labels` mixed with itself rolled by one along the batch. Draws from `gen`.
@@ -41,12 +42,12 @@ struct StepOptions {
   // dtype under libtorch's autocast on the images' device; the loss, the gradients and the
   // parameters stay float32.
   std::string autocast;
-  double label_smoothing = 0;         // the prefix-LM loss (lm_loss_and_grads)
+  double label_smoothing = 0;  // the prefix-LM loss (lm_loss_and_grads)
 };
 
 struct Gradients {
-  double loss = 0;                           // mean over the whole batch
-  std::map<std::string, at::Tensor> grads;   // name -> gradient (params that got one)
+  double loss = 0;                          // mean over the whole batch
+  std::map<std::string, at::Tensor> grads;  // name -> gradient (params that got one)
 };
 
 // Forward (train=true), loss and backward; `rng` draws the mixup coefficient. Parameters are

@@ -159,8 +159,8 @@ TEST_CASE("safetensors round trip is bit-exact for every dtype", "[ckpt][safeten
   // The filter picks tensors; the digest covers the whole file either way.
   ck::FileDigest all, some;
   ck::load_safetensors(path, nullptr, &all);
-  ck::NamedTensors picked =
-      ck::load_safetensors(path, [](const std::string& n) { return n.rfind("m/", 0) == 0; }, &some);
+  ck::NamedTensors picked = ck::load_safetensors(
+      path, [](const std::string& n) { return n.rfind("m/", 0) == 0; }, &some);
   CHECK(picked.size() == std::size(dtypes));
   CHECK(all.bytes == header.file_size);
   CHECK(some.bytes == all.bytes);
@@ -175,9 +175,8 @@ TEST_CASE("safetensors writer: exact bytes of a small file", "[ckpt][safetensors
   std::string path = dir / "small.safetensors";
   ck::save_safetensors(path, {{"b", at::tensor({1, 2}, at::kByte)}, {"a", at::tensor({1.5f})}});
   // a sorts first: a at [0,4], b at [4,6]; the header is padded with spaces to a multiple of 8.
-  std::string header =
-      R"({"a":{"data_offsets":[0,4],"dtype":"F32","shape":[1]},)"
-      R"("b":{"data_offsets":[4,6],"dtype":"U8","shape":[2]}})";
+  std::string header = R"({"a":{"data_offsets":[0,4],"dtype":"F32","shape":[1]},)"
+                       R"("b":{"data_offsets":[4,6],"dtype":"U8","shape":[2]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string data("\x00\x00\xc0\x3f\x01\x02", 6);  // 1.5f little-endian, then 1, 2
   CHECK(read_bytes(path) == st_file(header, data));
@@ -187,11 +186,12 @@ TEST_CASE("safetensors writer rejects what the format cannot hold", "[ckpt][safe
   TempDir dir;
   std::string path = dir / "w.safetensors";
   at::Tensor t = at::zeros({2});
-  CHECK(contains(error_of([&] { ck::save_safetensors(path, {{"x", t}, {"x", t}}); }),
+  CHECK(contains(error_of([&] {
+                   ck::save_safetensors(path, {{"x", t}, {"x", t}});
+                 }),
                  "'x' appears twice"));
   CHECK(contains(error_of([&] { ck::save_safetensors(path, {{"", t}}); }), "empty tensor name"));
-  CHECK(contains(error_of([&] { ck::save_safetensors(path, {{"__metadata__", t}}); }),
-                 "reserved"));
+  CHECK(contains(error_of([&] { ck::save_safetensors(path, {{"__metadata__", t}}); }), "reserved"));
   std::string msg = error_of([&] {
     ck::save_safetensors(path, {{"c", at::zeros({2}, at::kComplexFloat)}});
   });
@@ -209,8 +209,8 @@ TEST_CASE("safetensors reader: truncated files", "[ckpt][safetensors]") {
   std::string bytes = read_bytes(good);
   ck::SafetensorsFile header = ck::read_safetensors_header(good);
   uint64_t hs = header.data_start;
-  for (uint64_t cut : {uint64_t(0), uint64_t(3), uint64_t(8), hs / 2, hs - 1, hs, hs + 1,
-                       hs + 40, uint64_t(bytes.size() - 1)}) {
+  for (uint64_t cut : {uint64_t(0), uint64_t(3), uint64_t(8), hs / 2, hs - 1, hs, hs + 1, hs + 40,
+                       uint64_t(bytes.size() - 1)}) {
     INFO("truncated to " << cut << " of " << bytes.size());
     std::string msg = load_error(dir, bytes.substr(0, cut));
     CHECK(msg != "");
@@ -243,11 +243,12 @@ TEST_CASE("safetensors reader: header length and JSON", "[ckpt][safetensors]") {
 TEST_CASE("safetensors reader: duplicate keys", "[ckpt][safetensors]") {
   TempDir dir;
   std::string data(8, '\0');
-  CHECK(contains(load_error(dir, st_file("{" + f32_entry("w", 1, 0) + "," + f32_entry("w", 1, 4) +
-                                          "}", data)),
-                 "duplicate key \"w\""));
+  CHECK(contains(
+      load_error(dir, st_file("{" + f32_entry("w", 1, 0) + "," + f32_entry("w", 1, 4) + "}", data)),
+      "duplicate key \"w\""));
   CHECK(contains(load_error(dir, st_file(R"({"w":{"dtype":"F32","dtype":"I32","shape":[1],)"
-                                         R"("data_offsets":[0,4]}})", data.substr(0, 4))),
+                                         R"("data_offsets":[0,4]}})",
+                                         data.substr(0, 4))),
                  "duplicate key \"dtype\""));
   CHECK(contains(load_error(dir, st_file(R"({"__metadata__":{"k":"a","k":"b"}})", "")),
                  "duplicate key \"k\""));
@@ -272,17 +273,18 @@ TEST_CASE("safetensors reader: bad entries", "[ckpt][safetensors]") {
   // Absurd shapes are refused from the header alone: nothing near 2^80 bytes is ever asked for
   // (an allocation attempt would surface as a libtorch error, not this bv::Error).
   CHECK(contains(one(R"({"dtype":"F32","shape":[1099511627776,1099511627776],)"
-                     R"("data_offsets":[0,4]})", four),
+                     R"("data_offsets":[0,4]})",
+                     four),
                  "is too large"));
   CHECK(contains(one(R"({"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,4]})", four),
                  "is too large"));
-  CHECK(contains(one(R"({"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]})",
-                     four),
-                 "non-negative integer"));  // beyond uint64: nlohmann reads it as a float
+  CHECK(
+      contains(one(R"({"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]})", four),
+               "non-negative integer"));  // beyond uint64: nlohmann reads it as a float
   // A large but consistent shape whose bytes are not in the file: refused before allocating.
-  CHECK(contains(one(R"({"dtype":"F32","shape":[8589934592],"data_offsets":[0,34359738368]})",
-                     four),
-                 "outside the data buffer"));
+  CHECK(
+      contains(one(R"({"dtype":"F32","shape":[8589934592],"data_offsets":[0,34359738368]})", four),
+               "outside the data buffer"));
   CHECK(contains(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})", four),
                  "span 4 bytes but F32 [2] needs 8"));
   CHECK(contains(one(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})", four), "end < begin"));
@@ -313,12 +315,13 @@ TEST_CASE("safetensors reader: offsets must tile the buffer exactly", "[ckpt][sa
   // Not starting at 0.
   CHECK(contains(load_error(dir, st_file("{" + f32_entry("a", 1, 4) + "}", b8)), "leave a hole"));
   // Two tensors on the same bytes.
-  CHECK(contains(load_error(dir, st_file("{" + f32_entry("a", 1, 0) + "," + f32_entry("b", 1, 0) +
-                                         "}", std::string(4, '\0'))),
-                 "overlap"));
+  CHECK(contains(
+      load_error(dir, st_file("{" + f32_entry("a", 1, 0) + "," + f32_entry("b", 1, 0) + "}",
+                              std::string(4, '\0'))),
+      "overlap"));
   // Trailing bytes after the last tensor.
-  CHECK(contains(load_error(dir, st_file("{" + f32_entry("a", 1, 0) + "}", b8)),
-                 "4 trailing bytes"));
+  CHECK(
+      contains(load_error(dir, st_file("{" + f32_entry("a", 1, 0) + "}", b8)), "4 trailing bytes"));
   // Beyond the buffer.
   CHECK(contains(load_error(dir, st_file("{" + f32_entry("a", 4, 0) + "}", b8)),
                  "outside the data buffer"));
@@ -353,8 +356,8 @@ ck::NamedTensors step_tensors(int64_t step) {
 }
 
 std::string step_state(int64_t step) {
-  return "{\"data\":{\"position\":" + std::to_string(step * 10) + "},\"step\":" +
-         std::to_string(step) + "}";
+  return "{\"data\":{\"position\":" + std::to_string(step * 10) +
+         "},\"step\":" + std::to_string(step) + "}";
 }
 
 std::vector<int64_t> steps_of(const std::string& workdir) { return ck::list_checkpoints(workdir); }

@@ -159,9 +159,8 @@ TEST_CASE("index: errors name the file and the tensor", "[ckpt][index]") {
   std::ofstream(dir / "notes.txt") << "hello, not a checkpoint";
   CHECK(contains(error_of([&] { ck::CheckpointIndex::open(dir / "notes.txt"); }),
                  "neither an npz (zip) nor a safetensors file"));
-  CHECK(contains(error_of([&] { ck::CheckpointIndex::open(dir / "missing.npz"); }),
-                 "missing.npz"));
+  CHECK(contains(error_of([&] { ck::CheckpointIndex::open(dir / "missing.npz"); }), "missing.npz"));
   std::filesystem::create_directories(dir / "empty");
-  CHECK(contains(error_of([&] { ck::CheckpointIndex::open(dir / "empty"); }),
-                 "holds no checkpoint"));
+  CHECK(
+      contains(error_of([&] { ck::CheckpointIndex::open(dir / "empty"); }), "holds no checkpoint"));
 }

@@ -1,7 +1,8 @@
-// Multi-process training (runtime/distributed): torchrun's environment and its errors, the single-process
-// group, and real 2-rank Gloo groups. The ranks are this test binary started again (posix_spawn of
-// /proc/self/exe) running the hidden test case "dist worker" with RANK/WORLD_SIZE/MASTER_* set:
-// an exec'd process starts with no libtorch threads, which a fork of this one would not.
+// Multi-process training (runtime/distributed): torchrun's environment and its errors, the
+// single-process group, and real 2-rank Gloo groups. The ranks are this test binary started again
+// (posix_spawn of /proc/self/exe) running the hidden test case "dist worker" with
+// RANK/WORLD_SIZE/MASTER_* set: an exec'd process starts with no libtorch threads, which a fork of
+// this one would not.
 #include <catch2/catch.hpp>
 
 #include <ATen/ATen.h>
@@ -32,8 +33,13 @@ using bv::test::error_of;
 
 namespace {
 
-const char* kDistVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                           "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
+const char* kDistVars[] = {"RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "MASTER_ADDR",
+                           "MASTER_PORT",
+                           "TORCHELASTIC_USE_AGENT_STORE",
+                           "TORCHELASTIC_RESTART_COUNT"};
 
 // Sets the torchrun variables for one scope (unset unless given) and restores them afterwards.
 struct ScopedDistEnv {
@@ -89,10 +95,10 @@ std::vector<Rank> spawn_ranks(int world, const std::string& scenario, const std:
       if (!ours) env.push_back(kv);
     }
     std::map<std::string, std::string> vars = {
-        {"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(world)},
-        {"LOCAL_RANK", std::to_string(r)}, {"MASTER_ADDR", "127.0.0.1"},
+        {"RANK", std::to_string(r)},           {"WORLD_SIZE", std::to_string(world)},
+        {"LOCAL_RANK", std::to_string(r)},     {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)}, {"BV_DIST_TEST_SCENARIO", scenario},
-        {"BV_DIST_TEST_OUT", out_dir}, {"OMP_NUM_THREADS", "1"}};
+        {"BV_DIST_TEST_OUT", out_dir},         {"OMP_NUM_THREADS", "1"}};
     for (const auto& [k, v] : extra) vars[k] = v;
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     std::vector<std::string> args = {exe, "dist worker"};
@@ -271,8 +277,11 @@ TEST_CASE("dist env: unset means one process") {
 }
 
 TEST_CASE("dist env: torchrun's variables, agent store included") {
-  ScopedDistEnv env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                     {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"},
+  ScopedDistEnv env({{"RANK", "3"},
+                     {"WORLD_SIZE", "4"},
+                     {"LOCAL_RANK", "1"},
+                     {"MASTER_ADDR", "node0"},
+                     {"MASTER_PORT", "29500"},
                      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                      {"TORCHELASTIC_RESTART_COUNT", "2"}});
   bv::DistEnv e = bv::dist_env_from_environ();
@@ -289,7 +298,9 @@ TEST_CASE("dist env: torchrun's variables, agent store included") {
 
 TEST_CASE("dist env: errors name the variable") {
   {
-    ScopedDistEnv env({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+    ScopedDistEnv env({{"RANK", "2"},
+                       {"WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "127.0.0.1"},
                        {"MASTER_PORT", "29500"}});
     std::string msg = error_of([] { bv::dist_env_from_environ(); });
     CHECK(contains(msg, "RANK=2"));
@@ -364,8 +375,8 @@ TEST_CASE("dist: a rank that dies is named by the survivor's next collective") {
   for (int victim : {1, 0}) {  // rank 0 also hosts the store
     INFO("victim: rank " << victim);
     bv::test::TempDir tmp("bv_dist");
-    std::vector<Rank> ranks = spawn_ranks(2, "lost", tmp.path,
-                                          {{"BV_DIST_TEST_VICTIM", std::to_string(victim)}});
+    std::vector<Rank> ranks =
+        spawn_ranks(2, "lost", tmp.path, {{"BV_DIST_TEST_VICTIM", std::to_string(victim)}});
     wait_ranks(ranks, 60);
     int survivor = 1 - victim;
     CHECK(WIFSIGNALED(ranks[victim].status));
@@ -374,8 +385,8 @@ TEST_CASE("dist: a rank that dies is named by the survivor's next collective") {
     INFO(report);
     REQUIRE(!report.empty());
     double secs = leading_number(report);
-    std::printf("dist lost-rank test: rank %d noticed the loss of rank %d after %.2f s\n",
-                survivor, victim, secs);
+    std::printf("dist lost-rank test: rank %d noticed the loss of rank %d after %.2f s\n", survivor,
+                victim, secs);
     CHECK(secs < 30);
     CHECK(contains(report, "dist.all_reduce failed on rank " + std::to_string(survivor) + " of 2"));
     CHECK(contains(report, "lost rank " + std::to_string(victim) + " (pid " +

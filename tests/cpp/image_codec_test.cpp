@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "test_util.h"
 #include "image/codec.h"
 #include "image/draw.h"
+#include "test_util.h"
 
 namespace img = bv::image;
 
@@ -57,8 +57,8 @@ std::string chunk(const std::string& type, const std::string& data) {
 // A PNG from raw (unfiltered) rows; `extra` chunks (PLTE, tRNS) go before IDAT.
 std::string raw_png(uint32_t w, uint32_t h, int depth, int color_type,
                     const std::vector<std::string>& rows, const std::string& extra = "") {
-  std::string ihdr = be32(w) + be32(h) + std::string{static_cast<char>(depth),
-                                                     static_cast<char>(color_type), 0, 0, 0};
+  std::string ihdr = be32(w) + be32(h) +
+                     std::string{static_cast<char>(depth), static_cast<char>(color_type), 0, 0, 0};
   std::string scanlines;
   for (const auto& row : rows) scanlines += std::string(1, '\0') + row;  // filter type 0
   uLongf n = compressBound(scanlines.size());
@@ -191,9 +191,9 @@ TEST_CASE("PNG colour types: palette, tRNS, 16 bits, low bit depths, interlacing
         at::tensor({0, 0, 255, 0, 255, 0, 255, 0, 0}, at::kByte).view({1, 3, 3})));
   }
   SECTION("16-bit RGB keeps the high byte (png_set_strip_16, as TF)") {
-    std::string png = raw_png(2, 1, 16, PNG_COLOR_TYPE_RGB,
-                              {bytes({0x12, 0x34, 0xAB, 0xFF, 0x00, 0x80, 0xFF, 0xFF, 0x01, 0x00,
-                                      0x7F, 0xFF})});
+    std::string png =
+        raw_png(2, 1, 16, PNG_COLOR_TYPE_RGB,
+                {bytes({0x12, 0x34, 0xAB, 0xFF, 0x00, 0x80, 0xFF, 0xFF, 0x01, 0x00, 0x7F, 0xFF})});
     CHECK(img::decode(png, 3).equal(
         at::tensor({0x12, 0xAB, 0x00, 0xFF, 0x01, 0x7F}, at::kByte).view({1, 2, 3})));
   }
@@ -322,8 +322,8 @@ TEST_CASE("decode errors name the problem", "[codec][errors]") {
     CHECK(contains(msg, "unknown image format"));
     CHECK(contains(msg, "68 65 6c 6c 6f 2c 20 6e"));
     CHECK(contains(error_of([] { img::decode(""); }), "empty image data"));
-    CHECK(contains(error_of([] { img::decode("GIF89a\x01\x00"); }),
-                   "GIF images are not supported"));
+    CHECK(
+        contains(error_of([] { img::decode("GIF89a\x01\x00"); }), "GIF images are not supported"));
   }
   SECTION("truncated JPEG fails, as in TF, in the header or in the scan") {
     for (size_t keep : {jpeg.size() - 2, jpeg.size() * 2 / 3, size_t{200}, size_t{20}, size_t{3}}) {
@@ -438,18 +438,27 @@ TEST_CASE("encoders reject bad tensors, naming shape and dtype", "[codec][errors
   auto msg = error_of([] { img::encode_png(at::zeros({4, 5, 3})); });
   CHECK(contains(msg, "encode_png"));
   CHECK(contains(msg, "float32 [4x5x3]"));
-  CHECK(contains(error_of([] { img::encode_png(at::zeros({4, 5, 5}, at::kByte)); }),
+  CHECK(contains(error_of([] {
+                   img::encode_png(at::zeros({4, 5, 5}, at::kByte));
+                 }),
                  "uint8 [4x5x5]"));
   CHECK(contains(error_of([] { img::encode_png(at::zeros({4}, at::kByte)); }), "uint8 [4]"));
-  CHECK(contains(error_of([] { img::encode_png(at::zeros({0, 5, 3}, at::kByte)); }),
+  CHECK(contains(error_of([] {
+                   img::encode_png(at::zeros({0, 5, 3}, at::kByte));
+                 }),
                  "empty image"));
-  CHECK(contains(error_of([] { img::encode_jpeg(at::zeros({4, 5, 4}, at::kByte)); }),
+  CHECK(contains(error_of([] {
+                   img::encode_jpeg(at::zeros({4, 5, 4}, at::kByte));
+                 }),
                  "uint8 [4x5x4]"));
-  CHECK(contains(error_of([] { img::encode_jpeg(at::zeros({4, 5, 2}, at::kByte)); }),
-                 "no alpha"));
-  CHECK(contains(error_of([] { img::encode_jpeg(at::zeros({4, 5, 3}, at::kInt)); }),
+  CHECK(contains(error_of([] { img::encode_jpeg(at::zeros({4, 5, 2}, at::kByte)); }), "no alpha"));
+  CHECK(contains(error_of([] {
+                   img::encode_jpeg(at::zeros({4, 5, 3}, at::kInt));
+                 }),
                  "int32 [4x5x3]"));
-  CHECK(contains(error_of([] { img::encode_jpeg(at::zeros({4, 5, 3}, at::kByte), 0); }),
+  CHECK(contains(error_of([] {
+                   img::encode_jpeg(at::zeros({4, 5, 3}, at::kByte), 0);
+                 }),
                  "quality must be 1..100"));
   // A non-contiguous view encodes its own values.
   auto t = test_image(10, 12, 3);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "test_util.h"
 #include "core/rng.h"
 #include "image/crop.h"
+#include "test_util.h"
 
 using bv::image::Box;
 using bv::image::InceptionCropParams;
@@ -146,7 +146,9 @@ TEST_CASE("crop errors name the box and the image shape", "[image][crop]") {
   CHECK(contains(error_of([&] { bv::image::crop(img, Box{0, 1, 4, 5}); }), "4x5x3"));
   CHECK(contains(error_of([&] { bv::image::crop(img, Box{-1, 0, 2, 2}); }), "y=-1"));
   CHECK(contains(error_of([&] { bv::image::crop(img, Box{0, 0, 0, 2}); }), "empty"));
-  CHECK(contains(error_of([&] { bv::image::crop(at::zeros({2, 2, 2, 2}), Box{0, 0, 1, 1}); }),
+  CHECK(contains(error_of([&] {
+                   bv::image::crop(at::zeros({2, 2, 2, 2}), Box{0, 0, 1, 1});
+                 }),
                  "2x2x2x2"));
   std::string big = error_of([&] {
     bv::Rng rng(1);
@@ -293,8 +295,7 @@ TEST_CASE("inception box falls back to the whole image", "[image][inception]") {
   CHECK(d.ratio_calls.size() == 7);  // every attempt drew its ratio
   CHECK(d.int_calls.empty());
   bv::Rng rng(5);
-  CHECK(bv::image::sample_inception_box(1, 1000, InceptionCropParams{}, rng) ==
-        Box{0, 0, 1, 1000});
+  CHECK(bv::image::sample_inception_box(1, 1000, InceptionCropParams{}, rng) == Box{0, 0, 1, 1000});
   // area_min > area_max: TF accepts the arguments but no attempt can succeed.
   CHECK(bv::image::sample_inception_box(50, 60, params_of(0.8, 0.2), rng) == Box{0, 0, 50, 60});
 }

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "test_util.h"
 #include "core/rng.h"
 #include "image/randaug.h"
+#include "test_util.h"
 
 namespace img = bv::image;
 using img::AugmentOp;
@@ -243,18 +243,23 @@ TEST_CASE("randaug sharpness smooths the interior, keeps the border", "[randaug]
   const at::Tensor in =
       pattern(4, 5, [](int y, int x, int) { return (37 * y + 23 * x * x + 11 * x * y) % 256; });
   using Rows = std::vector<std::vector<int>>;
-  const Rows input = {{0, 23, 92, 207, 112}, {37, 71, 151, 21, 193},
-                      {74, 119, 210, 91, 18}, {111, 167, 13, 161, 99}};
+  const Rows input = {{0, 23, 92, 207, 112},
+                      {37, 71, 151, 21, 193},
+                      {74, 119, 210, 91, 18},
+                      {111, 167, 13, 161, 99}};
   REQUIRE(channel(in, 0) == input);
-  CHECK(channel(img::sharpness(in, 0.0), 1) ==
-        Rows{{0, 23, 92, 207, 112}, {37, 81, 122, 90, 193}, {74, 109, 141, 101, 18},
-             {111, 167, 13, 161, 99}});
-  CHECK(channel(img::sharpness(in, 0.55), 0) ==
-        Rows{{0, 23, 92, 207, 112}, {37, 75, 137, 52, 193}, {74, 114, 178, 95, 18},
-             {111, 167, 13, 161, 99}});
-  CHECK(channel(img::sharpness(in, 1.9), 2) ==
-        Rows{{0, 23, 92, 207, 112}, {37, 62, 177, 0, 193}, {74, 128, 255, 82, 18},
-             {111, 167, 13, 161, 99}});
+  CHECK(channel(img::sharpness(in, 0.0), 1) == Rows{{0, 23, 92, 207, 112},
+                                                    {37, 81, 122, 90, 193},
+                                                    {74, 109, 141, 101, 18},
+                                                    {111, 167, 13, 161, 99}});
+  CHECK(channel(img::sharpness(in, 0.55), 0) == Rows{{0, 23, 92, 207, 112},
+                                                     {37, 75, 137, 52, 193},
+                                                     {74, 114, 178, 95, 18},
+                                                     {111, 167, 13, 161, 99}});
+  CHECK(channel(img::sharpness(in, 1.9), 2) == Rows{{0, 23, 92, 207, 112},
+                                                    {37, 62, 177, 0, 193},
+                                                    {74, 128, 255, 82, 18},
+                                                    {111, 167, 13, 161, 99}});
   CHECK(same(img::sharpness(in, 1.0), in));
   // Accumulating nine float32 products of a flat 3 gives 2.9999998, which truncates to 2: our
   // model of TF's float32 depthwise conv (row-major, no FMA) keeps that quirk.
@@ -305,9 +310,9 @@ TEST_CASE("randaug shear and translate fill the uncovered pixels with 128", "[ra
   CHECK(channel(img::shear_y(in, 0.5), 0) ==
         Rows{{0, 11, 12, 23}, {10, 21, 22, 33}, {20, 31, 32, 128}, {30, 128, 128, 128}});
   // translate_x(1): reads x + 1, content moves left; translate_x(-2): the first two columns fill.
-  CHECK(channel(img::translate_x(in, 1.0), 2) ==
-        Rows{{101, 102, 103, 128}, {111, 112, 113, 128}, {121, 122, 123, 128},
-             {131, 132, 133, 128}});
+  CHECK(
+      channel(img::translate_x(in, 1.0), 2) ==
+      Rows{{101, 102, 103, 128}, {111, 112, 113, 128}, {121, 122, 123, 128}, {131, 132, 133, 128}});
   CHECK(channel(img::translate_x(in, -2.0), 0) ==
         Rows{{128, 128, 0, 1}, {128, 128, 10, 11}, {128, 128, 20, 21}, {128, 128, 30, 31}});
   // -0.5 px: round(x - 0.5) is -1 for x = 0 and x otherwise: only column 0 fills.
@@ -372,8 +377,8 @@ TEST_CASE("randaug augment maps levels to big_vision's arguments", "[randaug]") 
   for (uint64_t seed = 0; seed < 6; ++seed) {
     bv::Rng r(seed);
     INFO("seed " << seed);
-    CHECK(same(img::augment(in, AugmentOp::kRotate, 10, &r),
-               img::rotate(in, signed_arg(seed, 30))));
+    CHECK(
+        same(img::augment(in, AugmentOp::kRotate, 10, &r), img::rotate(in, signed_arg(seed, 30))));
     r = bv::Rng(seed);
     CHECK(same(img::augment(in, AugmentOp::kShearX, 10, &r),
                img::shear_x(in, signed_arg(seed, 0.3))));
@@ -400,8 +405,8 @@ TEST_CASE("randaug augment maps levels to big_vision's arguments", "[randaug]") 
                  "needs an rng"));
   CHECK(contains(error_of([&] { img::augment(in, AugmentOp::kCutout, 5, nullptr); }),
                  "needs an rng"));
-  CHECK(contains(error_of([&] { img::augment(in, AugmentOp::kInvert, -1, &rng); }),
-                 "magnitude -1"));
+  CHECK(
+      contains(error_of([&] { img::augment(in, AugmentOp::kInvert, -1, &rng); }), "magnitude -1"));
 }
 
 TEST_CASE("randaug at level 0 only geometric ops and SolarizeAdd are identities", "[randaug]") {

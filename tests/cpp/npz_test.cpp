@@ -30,7 +30,6 @@ using bv::test::TempDir;
 
 namespace {
 
-
 std::string temp_dir() {
   static TempDir dir;
   REQUIRE(!dir.path.empty());
@@ -101,11 +100,11 @@ struct Part {
   std::string name;
   std::string content;  // uncompressed bytes
   bool deflate = false;
-  uint16_t method = 0xFFFF;        // written method (default: from `deflate`)
-  int64_t declared_size = -1;      // both headers' uncompressed size
-  int64_t declared_stored = -1;    // both headers' compressed size
+  uint16_t method = 0xFFFF;      // written method (default: from `deflate`)
+  int64_t declared_size = -1;    // both headers' uncompressed size
+  int64_t declared_stored = -1;  // both headers' compressed size
   int64_t declared_crc = -1;
-  std::string local_name = {};     // if set, the local header's name
+  std::string local_name = {};  // if set, the local header's name
 };
 
 // A plain (non-ZIP64) archive with local headers, central directory and end record.
@@ -148,10 +147,9 @@ std::string index_error(const std::string& bytes) {
 const std::string kF4Dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
 
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
-  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(),
-                                         a.nbytes()) == 0);
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 ||
+          std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0);
 }
 
 // One tensor of every savable dtype, with awkward values (NaN payloads, -0, inf, extremes).
@@ -303,8 +301,7 @@ TEST_CASE("npz reads deflated members (np.savez_compressed)", "[npz]") {
   std::string big(4 * 1000, '\0');  // compresses well: exercises the ratio check's honest side
   std::vector<Part> parts = {
       {"w.npy", npy(kF4Dict, f32_bytes(v)), true},
-      {"zeros.npy",
-       npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", big), true},
+      {"zeros.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", big), true},
       {"plain.npy", npy(kF4Dict, f32_bytes(v)), false},
   };
   std::string path = temp_path("deflated.npz");
@@ -334,12 +331,12 @@ TEST_CASE("npz reads what numpy may write beyond np.savez's defaults", "[npz]") 
                      std::string("\xff\xff\xff\xff", 4))},
       {"u2.npy", npy("{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }",
                      std::string("\xfe\xff", 2))},
-      {"py2.npy", npy("{\"descr\": \"<f4\", \"shape\": (1L,), \"fortran_order\": False}",
-                      f32_bytes({7}))},
+      {"py2.npy",
+       npy("{\"descr\": \"<f4\", \"shape\": (1L,), \"fortran_order\": False}", f32_bytes({7}))},
       {"b.npy", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }",
                     std::string("\x02\x00", 2))},
-      {"v2.npy", npy("{'descr': '<V2', 'fortran_order': False, 'shape': (), }",
-                     std::string("\x80\x3f", 2))},
+      {"v2.npy",
+       npy("{'descr': '<V2', 'fortran_order': False, 'shape': (), }", std::string("\x80\x3f", 2))},
   };
   std::string path = temp_path("variants.npz");
   write_bytes(path, build_zip(parts));
@@ -558,8 +555,8 @@ TEST_CASE("npz: malicious or malformed npy headers", "[npz]") {
                    "dimension too large"));
   }
   SECTION("header longer than numpy's limit, or than the member") {
-    std::string long_header = std::string("\x93NUMPY\x01\x00", 8) + le(10001, 2) +
-                              std::string(10001, ' ');
+    std::string long_header =
+        std::string("\x93NUMPY\x01\x00", 8) + le(10001, 2) + std::string(10001, ' ');
     CHECK(contains(load_error(build_zip({{"w.npy", long_header}})),
                    "npy header of 10001 bytes is longer than numpy's limit of 10000"));
     std::string v2 = std::string("\x93NUMPY\x02\x00", 8) + le(0x7fffffff, 4) + "{}";
@@ -570,8 +567,9 @@ TEST_CASE("npz: malicious or malformed npy headers", "[npz]") {
   }
   SECTION("unknown and unsafe dtypes") {
     auto descr = [&](const std::string& d) {
-      return load_error(with_header("{'descr': '" + d + "', 'fortran_order': False, 'shape': "
-                                    "(1,), }",
+      return load_error(with_header("{'descr': '" + d +
+                                        "', 'fortran_order': False, 'shape': "
+                                        "(1,), }",
                                     "x"));
     };
     CHECK(contains(descr("<U5"), "unsupported dtype descr '<U5'"));

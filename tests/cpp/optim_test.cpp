@@ -102,8 +102,12 @@ TEST_CASE("steps: big_vision's StepConversionTest", "[optim]") {
       {"nice_epochs", 1000, 100, 0, {{"foo_epochs", 3}}, 30},
       {"nice_examples", 0, 100, 0, {{"foo_examples", 300}}, 3},
       {"nice_percent", 0, 0, 10, {{"foo_percent", 0.30}}, 3},
-      {"negatives_ignored", 1000, 100, 10,
-       {{"foo_steps", -1}, {"foo_epochs", -1}, {"foo_examples", -1}, {"foo_percent", 0.3}}, 3},
+      {"negatives_ignored",
+       1000,
+       100,
+       10,
+       {{"foo_steps", -1}, {"foo_epochs", -1}, {"foo_examples", -1}, {"foo_percent", 0.3}},
+       3},
       {"zero_percent", 0, 0, 10, {{"foo_percent", 0.0}}, 0},
       {"offbyone_steps", 1001, 0, 0, {{"foo_steps", 3}}, 3},
       {"offbyone_epochs", 1001, 100, 0, {{"foo_epochs", 3}}, 30},
@@ -114,8 +118,8 @@ TEST_CASE("steps: big_vision's StepConversionTest", "[optim]") {
     INFO(c.name);
     CHECK(optim::steps("foo", c.cfg, c.data_size, c.batch_size, c.total) == c.expected);
     // An entry that does not exist: an error naming it, or the fallback.
-    std::string err = error_of(
-        [&] { optim::steps("bar", c.cfg, c.data_size, c.batch_size, c.total); });
+    std::string err =
+        error_of([&] { optim::steps("bar", c.cfg, c.data_size, c.batch_size, c.total); });
     CHECK(contains(err, "'bar'"));
     CHECK(optim::steps("bar", c.cfg, c.data_size, c.batch_size, c.total, 1234) == 1234);
   }
@@ -137,11 +141,9 @@ TEST_CASE("steps: banker's rounding, at least one step, one key only", "[optim]"
   });
   CHECK(contains(err, "w_steps"));
   CHECK(contains(err, "w_epochs"));
-  CHECK(contains(error_of([] { optim::steps("w", {{"w_percent", 1.5}}, 0, 0, 10); }),
-                 "w_percent"));
+  CHECK(contains(error_of([] { optim::steps("w", {{"w_percent", 1.5}}, 0, 0, 10); }), "w_percent"));
   // epochs without a data size cannot be converted: the error says what is missing.
-  CHECK(contains(error_of([] { optim::steps("w", {{"w_epochs", 1}}, 0, 100, 0); }),
-                 "data_size"));
+  CHECK(contains(error_of([] { optim::steps("w", {{"w_epochs", 1}}, 0, 100, 0); }), "data_size"));
 }
 
 // ---- utils.itstime -------------------------------------------------------------------------
@@ -149,7 +151,7 @@ TEST_CASE("steps: banker's rounding, at least one step, one key only", "[optim]"
 TEST_CASE("itstime: every, first, last and close to last", "[optim]") {
   CHECK_FALSE(optim::itstime(10, 0, 100));  // no interval: never
   CHECK_FALSE(optim::itstime(1, 0, 100));
-  CHECK(optim::itstime(1, 10, 100));                 // first step
+  CHECK(optim::itstime(1, 10, 100));  // first step
   CHECK_FALSE(optim::itstime(1, 10, 100, true, false));
   CHECK(optim::itstime(10, 10, 100));
   CHECK(optim::itstime(90, 10, 100));
@@ -242,12 +244,17 @@ TEST_CASE("schedule: defaults, warmup from zero, cosine to zero, durations", "[o
 
 TEST_CASE("schedule: bad configs name the culprit", "[optim]") {
   optim::ScheduleContext ctx = steps_ctx(10);
-  CHECK(contains(error_of([&] { optim::Schedule({{"decay_type", "cosinus"}}, 1, ctx); }),
+  CHECK(contains(error_of([&] {
+                   optim::Schedule({{"decay_type", "cosinus"}}, 1, ctx);
+                 }),
                  "cosinus"));
-  CHECK(contains(error_of([&] { optim::Schedule({{"decay_type", "linear"}, {"lienar_end", 1}}, 1,
-                                                ctx); }),
+  CHECK(contains(error_of([&] {
+                   optim::Schedule({{"decay_type", "linear"}, {"lienar_end", 1}}, 1, ctx);
+                 }),
                  "lienar_end"));
-  CHECK(contains(error_of([&] { optim::Schedule({{"warmup_steps", 10}}, 1, ctx); }),
+  CHECK(contains(error_of([&] {
+                   optim::Schedule({{"warmup_steps", 10}}, 1, ctx);
+                 }),
                  "warmup_steps"));
   // 0- and 1-step runs may have any warmup.
   CHECK_NOTHROW(optim::Schedule({{"warmup_steps", 10}}, 1, steps_ctx(1)));
@@ -369,7 +376,7 @@ TEST_CASE("optax: default wd_mults decay only .*/kernel$", "[optim]") {
   opt.update(params, ones_like(params));
   CHECK(value(params.at("a/kernel")) == 0.5f);  // 1 - 0.5 * 1
   CHECK(value(params.at("a/kernel_x")) == 1.f);
-  CHECK(value(params.at("kernel")) == 1.f);      // no '/': not matched
+  CHECK(value(params.at("kernel")) == 1.f);  // no '/': not matched
 }
 
 TEST_CASE("optax: make clip_norm", "[optim]") {
@@ -398,10 +405,10 @@ TEST_CASE("optax: make multi (lr_mults, wd_mults, two schedules, frozen Dense_3)
   config["lr_mults"] = pairs({{"Dense_0/.*", 2.0}, {"Dense_1/.*", 0.5}});
   config["wd"] = 1e-3;
   config["wd_mults"] = pairs({{".*/kernel", 10.0}, {".*/bias", 0.1}});
-  config["schedule"] = pairs({
-      {"Dense_0/.*", {{"decay_type", "linear"}, {"mult", 1.0}, {"linear_end", 1.0}}},
-      {"Dense_[12]/.*", {{"decay_type", "linear"}, {"mult", 0.1}}},
-      {".*", nullptr}});
+  config["schedule"] =
+      pairs({{"Dense_0/.*", {{"decay_type", "linear"}, {"mult", 1.0}, {"linear_end", 1.0}}},
+             {"Dense_[12]/.*", {{"decay_type", "linear"}, {"mult", 0.1}}},
+             {".*", nullptr}});
   config["grad_clip_norm"] = 1.0;
   optim::Optimizer opt(config, shapes_of(params), steps_ctx(10));
   CHECK(opt.num_schedules() == 2);
@@ -435,7 +442,7 @@ TEST_CASE("optax: make multi (lr_mults, wd_mults, two schedules, frozen Dense_3)
       // update = -sched_i(step) * (lr * lr_mult * g_scale * g_clipped + p * wd)
       double want = -sched * (0.01 * lr_mult * 0.5 * clip + p0 * wd);
       double got = value(p) - p0;
-      CHECK(got == Approx(want).margin(1e-6));  // float32 grid of p up to 12: 1e-6
+      CHECK(got == Approx(want).margin(1e-6));        // float32 grid of p up to 12: 1e-6
       if (layer == "Dense_3") CHECK(value(p) == p0);  // frozen: bit for bit
       updates_sq += got * got;
       params_sq += value(p) * value(p);
@@ -550,8 +557,7 @@ TEST_CASE("adafactor: factored [40, 32] kernel, two steps by hand", "[optim]") {
   }
 }
 
-TEST_CASE("adafactor: unfactored vector, beta2 schedule, no momentum, block clipping",
-          "[optim]") {
+TEST_CASE("adafactor: unfactored vector, beta2 schedule, no momentum, block clipping", "[optim]") {
   // momentum None: Δθ = -u. Step 1: beta2 = 0, v = g1² (+1e-30), u = g1/|g1| = sign(g1).
   // Step 2: beta2 = 1 - 2^-0.8; v = beta2 g1² + (1 - beta2) g2²; u = g2 / sqrt(v).
   json config = {{"lr", 1.0},
@@ -639,9 +645,8 @@ TEST_CASE("momentum_hp: trace in bfloat16, plain and nesterov", "[optim]") {
   std::vector<double> g1 = {0.3, -1.7}, g2 = {1.1, 0.2};
   for (bool nesterov : {false, true}) {
     INFO("nesterov: " << nesterov);
-    json config = {{"lr", 1.0},
-                   {"optax_name", "big_vision.momentum_hp"},
-                   {"optax", {{"nesterov", nesterov}}}};
+    json config = {
+        {"lr", 1.0}, {"optax_name", "big_vision.momentum_hp"}, {"optax", {{"nesterov", nesterov}}}};
     Tensors params = {{"w", at::zeros({2})}};
     optim::Optimizer opt(config, shapes_of(params), steps_ctx(10));
     opt.update(params, {{"w", at::tensor(std::vector<float>(g1.begin(), g1.end()))}});
@@ -665,9 +670,8 @@ TEST_CASE("momentum_hp: trace in bfloat16, plain and nesterov", "[optim]") {
 }
 
 TEST_CASE("sgd: the gradient times lr and schedule; stateless", "[optim]") {
-  json config = {{"lr", 0.1},
-                 {"optax_name", "big_vision.sgd"},
-                 {"schedule", {{"decay_type", "linear"}}}};
+  json config = {
+      {"lr", 0.1}, {"optax_name", "big_vision.sgd"}, {"schedule", {{"decay_type", "linear"}}}};
   Tensors params = {{"w", at::zeros({2})}};
   optim::Optimizer opt(config, shapes_of(params), steps_ctx(4));
   CHECK(opt.state().size() == 1);  // only the count
@@ -684,8 +688,7 @@ TEST_CASE("sgd: the gradient times lr and schedule; stateless", "[optim]") {
 
 // ---- make's guarantees ---------------------------------------------------------------------
 
-TEST_CASE("warmup from zero: the first update is exactly zero, weight decay included",
-          "[optim]") {
+TEST_CASE("warmup from zero: the first update is exactly zero, weight decay included", "[optim]") {
   json config = {{"lr", 0.1},
                  {"wd", 0.5},
                  {"optax_name", "scale_by_adam"},

@@ -49,8 +49,12 @@ TEST_CASE("remat: same loss and gradients, the layer runs again in the backward"
 TEST_CASE("remat: without gradients the layer just runs", "[remat]") {
   at::NoGradGuard off;
   int calls = 0;
-  at::Tensor y = bv::models::remat([&](const at::Tensor& h) { ++calls; return h * 2; },
-                                   at::ones({2}));
+  at::Tensor y = bv::models::remat(
+      [&](const at::Tensor& h) {
+        ++calls;
+        return h * 2;
+      },
+      at::ones({2}));
   CHECK(calls == 1);
   CHECK(at::equal(y, at::full({2}, 2.0)));
 }

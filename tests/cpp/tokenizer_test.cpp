@@ -127,7 +127,7 @@ TEST_CASE("tokenizer: tokenset pieces come right after the base vocabulary") {
   CHECK(tok.piece_to_id("<loc1023>") == kVocab + 1023);
   CHECK(tok.piece_to_id("<seg000>") == kVocab + 1024);
   CHECK(tok.piece_to_id("<seg127>") == kVocab + 1151);
-  CHECK(tok.is_control(1));        // specials unchanged
+  CHECK(tok.is_control(1));  // specials unchanged
   CHECK_FALSE(tok.is_control(kVocab));
 
   // big_vision: to_int("blah<loc0000><loc1023>") = ids("blah") + [V, V + 1023].
@@ -243,7 +243,9 @@ TEST_CASE("tokenizer: errors name the file, the id or the option") {
   CHECK(contains(msg, too_big));
   CHECK(contains(msg, "vocab_size 5000"));
   CHECK(contains(msg, "Vocabulary size"));  // SentencePiece's own reason
-  CHECK(contains(error_of([&] { bv::train_sentencepiece(kLines, 40, too_big, {{"input", "x"}}); }),
+  CHECK(contains(error_of([&] {
+                   bv::train_sentencepiece(kLines, 40, too_big, {{"input", "x"}});
+                 }),
                  "option 'input'"));
   CHECK(contains(error_of([&] { bv::train_sentencepiece({}, 40, too_big); }), "no training lines"));
 }

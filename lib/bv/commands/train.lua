@@ -11,8 +11,9 @@ local USAGE_LINE =
 M.USAGE = USAGE_LINE .. [[
 
 
-Loads the Lua config CONFIG (a file returning a table or a function get_config(ARGS)),
-applies the overrides in order and writes the resolved config to DIR/config.json.
+Loads the Lua config CONFIG (a file returning a table, a function get_config(ARGS), or
+{get_config =, prepare =, register_pp_ops =}), applies the overrides in order, writes the
+resolved config to DIR/config.json and runs the config's prepare (once, on rank 0).
 
 options:
   --workdir DIR          where the run writes its files (required unless --dry-run)

@@ -157,7 +157,8 @@ end
 --   pp_fn / pp   the pp string (big_vision calls it pp_fn; bvlua's configs say pp)
 --   batch_size   examples per batch (the last one padded, with `_mask`)
 --   workers      data worker threads (default bv.threads())
---   _config_file the run's config (path[:arg]), loaded by the workers so inline ops exist
+--   _config_file the run's config (path[:arg]), whose register_pp_ops the workers run so its
+--                inline ops exist there
 --   cache, prefetch, keep_on_cpu, warmup: big_vision's, accepted and without effect here (no
 --                caching across runs, the pipeline prefetches on its own, batches are on the CPU)
 -- Keys left in cfg afterwards are an error naming them.
