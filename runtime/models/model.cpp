@@ -10,13 +10,6 @@
 
 namespace bv::models {
 
-const ModelApi& vit_api();               // vit.cpp
-const ModelApi& bit_api();               // bit.cpp
-const ModelApi& gemma_api();             // gemma.cpp
-const ModelApi& paligemma_api();         // paligemma.cpp
-const ModelApi& text_transformer_api();  // text_transformer.cpp
-const ModelApi& two_towers_api();        // two_towers.cpp
-
 namespace {
 
 std::vector<const ModelApi*> all_models() {

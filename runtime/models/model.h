@@ -49,6 +49,15 @@ struct ModelApi {
   void (*relayout)(Params& params) = nullptr;
 };
 
+// The models, one file each (the registry in model.cpp lists them; composite models such as
+// PaliGemma and two_towers call their parts' through these).
+const ModelApi& vit_api();               // vit.cpp
+const ModelApi& bit_api();               // bit.cpp
+const ModelApi& gemma_api();             // gemma.cpp
+const ModelApi& paligemma_api();         // paligemma.cpp
+const ModelApi& text_transformer_api();  // text_transformer.cpp
+const ModelApi& two_towers_api();        // two_towers.cpp
+
 const ModelApi* find_model(const std::string& name);  // nullptr when unknown
 std::vector<std::string> model_names();
 

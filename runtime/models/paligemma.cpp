@@ -18,10 +18,6 @@
 
 namespace bv::models {
 
-const ModelApi& vit_api();    // vit.cpp
-const ModelApi& bit_api();    // bit.cpp
-const ModelApi& gemma_api();  // gemma.cpp
-
 namespace {
 
 using json = nlohmann::json;

@@ -14,9 +14,6 @@
 
 namespace bv::models {
 
-const ModelApi& vit_api();               // vit.cpp
-const ModelApi& text_transformer_api();  // text_transformer.cpp
-
 namespace {
 
 using json = nlohmann::json;
