@@ -328,7 +328,7 @@ TEST_CASE("dist env: errors name the variable") {
   }
 }
 
-TEST_CASE("dist: a single process needs no network; collectives are identities") {
+TEST_CASE("dist: a single process needs no network, and collectives are identities") {
   ScopedDistEnv env;
   auto g = bv::dist_init(bv::dist_env_from_environ(), "auto", 5);
   CHECK(bv::dist_rank(*g) == 0);

@@ -311,7 +311,7 @@ TEST_CASE("resize: uint8 output is the float result clipped to [0, 255] and trun
   }
 }
 
-TEST_CASE("resize: channels are resized independently; HxW in, HxW out", "[image][resize]") {
+TEST_CASE("resize: channels are resized independently, HxW in, HxW out", "[image][resize]") {
   at::Generator gen = at::detail::createCPUGenerator(3);
   const at::Tensor img = at::rand({9, 14, 3}, gen) * 100;
   for (ResizeMethod m : kMethods) {

@@ -669,7 +669,7 @@ TEST_CASE("momentum_hp: trace in bfloat16, plain and nesterov", "[optim]") {
   CHECK(bf(0.3) == 0.30078125f);
 }
 
-TEST_CASE("sgd: the gradient times lr and schedule; stateless", "[optim]") {
+TEST_CASE("sgd: the gradient times lr and schedule, stateless", "[optim]") {
   json config = {
       {"lr", 0.1}, {"optax_name", "big_vision.sgd"}, {"schedule", {{"decay_type", "linear"}}}};
   Tensors params = {{"w", at::zeros({2})}};

@@ -4,7 +4,8 @@ local T = require "tests.lua.lib.testing"
 local config = require "bv.config"
 local json = require "bv.json"
 
-local CONFIGS = {"configs/bit_lines.lua", "configs/bit_lines.lua:quick", "configs/vit_lines.lua",
+local CONFIGS = {"configs/bit_lines.lua", "configs/bit_lines.lua:quick",
+                 "configs/bit_lines.lua:rot90=True", "configs/vit_lines.lua",
                  "configs/vit_lines.lua:quick", "configs/vit_i1k.lua", "configs/vit_i1k.lua:aug=strong2"}
 
 for _, spec in ipairs(CONFIGS) do
@@ -22,6 +23,7 @@ for _, spec in ipairs(CONFIGS) do
     local opt = bv.optim.new(json.encode(c), model:param_shapes(),
                              {total_steps = total, batch_size = c.input.batch_size, data_size = ntrain})
     T.eq(opt:count(), 0)
+    config.register_pp_ops(spec)  -- the config's own ops, as the data workers get them
     for _, spec_pp in ipairs({c.input.pp, c.evals.val.pp}) do
       T.eq(type(bv.pp.build(spec_pp)), "function")  -- every op exists and binds its arguments
     end
