@@ -181,6 +181,9 @@ void print_version() {
   } else {
     std::printf("nccl %s: compiled in\n", nccl.c_str());
   }
+  // What `bvlua train` trains on without --device (rank 0's; rank r takes cuda:r).
+  std::printf("device: %s (train's default; --device to choose)\n",
+              bv::resolve_device("auto", 0).c_str());
 }
 
 }  // namespace

@@ -83,6 +83,21 @@ int bv_stop_requested(lua_State* L) {
   return 1;
 }
 
+// bv.device(spec [, local_rank]): the device to train on ("cpu", "cuda:N") for a --device or
+// config.device value ("auto", "cpu", "cuda", "cuda:N"); an error says why a GPU asked for is
+// not there. local_rank defaults to $LOCAL_RANK's value (0 without it).
+int bv_device(lua_State* L) {
+  std::string spec = luaL_optstring(L, 1, "auto");
+  int local_rank = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    local_rank = static_cast<int>(check_int(L, 2));
+  } else if (const char* env = std::getenv("LOCAL_RANK")) {
+    local_rank = std::atoi(env);
+  }
+  lua_pushstring(L, resolve_device(spec, local_rank).c_str());
+  return 1;
+}
+
 int bv_cuda_available(lua_State* L) {
   lua_pushboolean(L, cuda_available());
   return 1;
@@ -129,6 +144,7 @@ int open_native(lua_State* L) {
   open_dist(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
+      BV_FN("device", bv_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),
       BV_FN("fullmatch", bv_fullmatch),

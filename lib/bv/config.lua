@@ -463,7 +463,7 @@ end
 
 -- Parses the words after `bvlua train`. Returns
 --   {config = "path[:args]", workdir = dir|nil, dry_run = bool, help = bool,
---    nproc = N|nil, backend = "gloo"|"nccl"|nil,
+--    nproc = N|nil, backend = "gloo"|"nccl"|nil, device = "auto"|"cpu"|"cuda"|"cuda:N"|nil,
 --    overrides = {{key, text}, ...}}   (overrides in command-line order)
 -- or nil and a message for usage errors.
 function M.parse_cli(argv)
@@ -506,6 +506,10 @@ function M.parse_cli(argv)
       if not err and r.backend ~= "gloo" and r.backend ~= "nccl" and r.backend ~= "auto" then
         err = "--backend is gloo, nccl or auto, got " .. tostring(r.backend)
       end
+    elseif name == "--device" then
+      r.device = eq_value
+      if not eq_value then r.device, err = value_after(name) end
+      if r.device == "" then err = "--device needs a value (auto, cpu, cuda or cuda:N)" end
     elseif name == "--config" then
       local v = eq_value
       if not v then v, err = value_after(name) end

@@ -32,6 +32,38 @@ bool cuda_available() { return cuda_compiled() && at::hasCUDA(); }
 
 int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0; }
 
+std::string resolve_device(const std::string& spec, int local_rank) {
+  if (spec.empty() || spec == "auto") {
+    return cuda_available() ? resolve_device("cuda", local_rank) : "cpu";
+  }
+  if (spec == "cpu") return "cpu";
+  int index = local_rank;
+  if (spec != "cuda") {
+    size_t used = 0;
+    bool numbered = spec.rfind("cuda:", 0) == 0 && spec.size() > 5;
+    if (numbered) {
+      try {
+        index = std::stoi(spec.substr(5), &used);
+      } catch (const std::exception&) {
+        numbered = false;
+      }
+    }
+    BV_CHECK(numbered && used == spec.size() - 5 && index >= 0, "device '", spec,
+             "' is not one of auto, cpu, cuda, cuda:N");
+  }
+  BV_CHECK(cuda_compiled(), "device '", spec,
+           "': CUDA is not compiled into this bvlua (a CPU-only build: -DBV_CUDA=OFF or a CPU "
+           "wheel); use --device cpu, or rebuild with CUDA (scripts/setup)");
+  int count = cuda_device_count();
+  BV_CHECK(count > 0, "device '", spec,
+           "': no CUDA GPU is available here (libtorch sees 0 devices); use --device cpu to "
+           "train on the CPU");
+  BV_CHECK(index < count, "device '", spec, "' (local rank ", local_rank, "): there ",
+           count == 1 ? "is 1 GPU" : str("are ", count, " GPUs"),
+           " here, cuda:0 to cuda:", count - 1);
+  return str("cuda:", index);
+}
+
 int cpu_cores() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

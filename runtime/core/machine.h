@@ -14,6 +14,11 @@ std::string cuda_runtime_version();
 // Whether a CUDA GPU can be used now (false on a CPU-only build or a machine without a GPU).
 bool cuda_available();
 int cuda_device_count();
+// The device a process trains on, from what the user asked for (`--device`, config.device):
+// "auto" (or "") is cuda:LOCAL_RANK when a GPU is available, else "cpu"; "cpu"; "cuda" is
+// cuda:LOCAL_RANK; "cuda:N". Asking for a GPU that is not there is a bv::Error saying why (no
+// CUDA compiled in, no GPU, or fewer GPUs than N + 1), never a silent CPU run.
+std::string resolve_device(const std::string& spec, int local_rank);
 int cpu_cores();
 void set_threads(int n);
 // For worker threads (the input pipeline): this thread's ops run on one intra-op thread, so

@@ -62,6 +62,28 @@ if ! grep -q "GPU(s) available" "$TMP/version"; then
     [ ! -e "$TMP/nccl_run" ] || fail "--backend nccl without a GPU started the run (made its workdir)"
   done
 fi
+checks=$((checks + 1))
+grep -qE '^device: (cpu|cuda:0) ' "$TMP/version" || fail "--version: no device line"
+# --device: a GPU asked for and not there fails before anything is written; a bad name is named.
+if ! grep -q "GPU(s) available" "$TMP/version"; then
+  for dev in cuda cuda:0; do
+    run "$BVLUA" train configs/bit_lines.lua:quick --workdir "$TMP/cuda_run" --device $dev
+    expect_rc 1 "--device $dev without a GPU"
+    expect_in err "device '$dev'" "--device $dev without a GPU names the device"
+    expect_in err "--device cpu" "--device $dev without a GPU says what to use"
+    checks=$((checks + 1))
+    [ ! -e "$TMP/cuda_run" ] || fail "--device $dev without a GPU started the run (made its workdir)"
+  done
+  echo 'return {device = "cuda"}' >"$TMP/cfg_cuda.lua"
+  run "$BVLUA" train "$TMP/cfg_cuda.lua" --dry-run
+  expect_rc 1 "config.device = cuda without a GPU"; expect_in err "device 'cuda'" "config.device named"
+fi
+run "$BVLUA" train configs/bit_lines.lua:quick --dry-run --device tpu
+expect_rc 1 "--device tpu"; expect_in err "device 'tpu' is not one of auto, cpu, cuda, cuda:N" "bad device"
+run "$BVLUA" train configs/bit_lines.lua:quick --dry-run --device=cpu
+expect_rc 0 "--device=cpu"
+run "$BVLUA" train configs/bit_lines.lua:quick --dry-run --device
+expect_rc 2 "--device without a value"; expect_in err "--device needs a value" "--device usage"
 run "$BVLUA" run;                expect_rc 2 "run without script"
 run "$BVLUA" run "$TMP/missing.lua"; expect_rc 1 "missing script"; expect_in err "missing.lua" "missing script named"
 

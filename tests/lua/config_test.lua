@@ -367,6 +367,24 @@ T.test("parse_cli: config, workdir, dry-run and overrides in order", function()
   T.eq(assert(config.parse_cli({"--config", "c.lua"})).config, "c.lua")
 end)
 
+T.test("parse_cli --device, and bv.device resolving it", function()
+  T.eq(assert(config.parse_cli({"c.lua", "--device", "cuda:1"})).device, "cuda:1")
+  T.eq(assert(config.parse_cli({"c.lua", "--device=cpu"})).device, "cpu")
+  local r, err = config.parse_cli({"c.lua", "--device"})
+  T.eq(r, nil)
+  T.truthy(err:find("--device needs a value", 1, true), err)
+  T.eq(bv.device("cpu"), "cpu")
+  T.eq(bv.device("auto"), bv.cuda_available() and "cuda:0" or "cpu")
+  T.eq(bv.device("auto", 0), bv.device())
+  for _, bad in ipairs({"tpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CPU"}) do
+    T.raises(function() bv.device(bad) end, "device '" .. bad .. "' is not one of")
+  end
+  if not bv.cuda_available() then
+    T.raises(function() bv.device("cuda") end, "use --device cpu")
+    T.raises(function() bv.device("cuda:3", 3) end, "device 'cuda:3'")
+  end
+end)
+
 T.test("parse_cli: help needs no config", function()
   T.eq(assert(config.parse_cli({"--help"})).help, true)
   T.eq(assert(config.parse_cli({"-h", "c.lua"})).help, true)

@@ -129,6 +129,7 @@ T.test("stdout: big_vision's notes, the eval results, a progress line per logged
   local function has(text)
     T.truthy(out:find(text, 1, true), string.format("%q in:\n%s", text, out))
   end
+  has(string.format("NOTE: Training on cpu (%d threads)\n", bv.threads()))
   has("NOTE: Running for 4 steps, that means 0.666667 epochs\n")
   has("NOTE: val evaluation...\n")  -- the initial evaluation, at step 0
   has("\n[0] val/prec@1 = ")
@@ -140,6 +141,12 @@ T.test("stdout: big_vision's notes, the eval results, a progress line per logged
   has("step 4/4 [100.0%] | loss ")
   has("\n[4] val/prec@1 = ")
   has("NOTE: Done!\n")
+end)
+
+T.test("a GPU device is refused until the trainers place tensors on it (never a CPU run)", function()
+  T.raises(function() trainer(config(2), tmp .. "/gpu", {device = "cuda:0"}) end,
+           "device cuda:0: the trainers do not place tensors on GPUs yet; use --device cpu")
+  T.eq(bv.fs.exists(tmp .. "/gpu"), false)  -- refused before the workdir is made
 end)
 
 T.run()

@@ -21,6 +21,9 @@ options:
   --nproc N              start N processes on this machine (one per GPU, or CPU processes)
                          joined by c10d; under torchrun or another launcher, RANK,
                          WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say the same
+  --device NAME          the device each process trains on: auto (cuda:LOCAL_RANK when a GPU
+                         is available, else cpu), cpu, cuda or cuda:N; also config.device.
+                         Asking for a GPU that is not there is an error
   --backend NAME         the c10d backend: gloo, nccl or auto (nccl for CUDA, else gloo)
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
@@ -92,6 +95,9 @@ function M.main(argv)
   if opts.backend then bv.dist.backend(opts.backend) end
   local cfg = config.load(opts.config)
   for _, o in ipairs(opts.overrides) do config.override(cfg, o[1], o[2]) end
+  -- The device, checked before anything is written or launched: a GPU asked for and not there
+  -- fails here. (--device wins over config.device; the trainers read run.device.)
+  local device = bv.device(opts.device or cfg.device or "auto")
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
   if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
@@ -106,7 +112,7 @@ function M.main(argv)
   end
   local trainer = M.find_trainer(cfg.trainer)
   if opts.nproc and opts.nproc > 1 then return M.launch(argv, opts.nproc) end
-  local run = {config_file = opts.config}
+  local run = {config_file = opts.config, device = device}
   local env = bv.dist.env()
   if env.world_size > 1 then
     -- One of several processes: join the group; rank 0 alone writes files and the terminal.

@@ -13,6 +13,7 @@ local function copy(source)
 end
 
 -- run = {config_file = "configs/x.lua:arg" (data workers run its register_pp_ops),
+--        device = "cpu" (bv.device; `bvlua train --device`),
 --        group = a bv.dist group when several processes train together (bv.sharding),
 --        stop_after = N (optional: checkpoint and return after step N, as if stopped)}
 -- The trainer keeps run.state = {config, model, params, owned, opt, batch, step} current, so

@@ -25,9 +25,11 @@
 --
 -- The trainer state: one table, made by start, that every function here takes first. Its
 -- fields (start sets those down to the durations; the others, the function named):
---   config, workdir, run   the trainer's arguments; run = {config_file, group, stop_after}, and
---                          run.state is what `bvlua train --debug` shows when a step fails
+--   config, workdir, run   the trainer's arguments; run = {config_file, device, group,
+--                          stop_after}, and run.state is what `bvlua train --debug` shows when a
+--                          step fails
 --   shard, rank, world     bv.sharding: how the run spreads over processes
+--   device                 what this process trains on ("cpu"; run.device, from bv.device)
 --   progress, mw, chrono   the progress line, the metrics writer, the clock (a bv.chrono Chrono)
 --   checkpoint             the checkpoint to resume from (bv.ckpt.load), or nil
 --   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
@@ -79,6 +81,15 @@ function M.start(config, workdir, run)
   state.progress = progress.new()
   log.setup({rank = shard.rank, progress = state.progress})
   state.chrono = chrono.new()  -- first: program time starts here
+  -- The device (bv.device, resolved by `bvlua train`). Placing tensors on a GPU is issue 16's
+  -- next step: until then a GPU run is refused rather than run on the CPU under a GPU's name.
+  state.device = run.device or "cpu"
+  if state.device ~= "cpu" then
+    error(string.format("device %s: the trainers do not place tensors on GPUs yet; use --device "
+                        .. "cpu to train on the CPU", state.device), 0)
+  end
+  log.note("Training on %s (%d threads)", state.device, bv.threads())
+
   bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
   state.mw = metrics_writer(workdir, shard.rank)
