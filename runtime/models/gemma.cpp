@@ -175,7 +175,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
 // RoPE, half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), timescale 1e4^(2i/H).
 at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) {  // x [B, T, N, H]
   int64_t half = x.size(-1) / 2;
-  at::Tensor frac = at::arange(half, at::kFloat) * (2.0 / static_cast<double>(x.size(-1)));
+  at::Tensor frac =
+      at::arange(half, x.options().dtype(at::kFloat)) * (2.0 / static_cast<double>(x.size(-1)));
   at::Tensor timescale = at::pow(1e4, frac);
   at::Tensor angle = positions.to(at::kFloat).unsqueeze(-1) / timescale;  // [B, T, half]
   at::Tensor sin = angle.sin().unsqueeze(2), cos = angle.cos().unsqueeze(2);
@@ -261,9 +262,13 @@ Output gemma_apply(const json& cfg, const Params& params, const std::vector<at::
            "gemma: inputs are tokens [, mask [, positions]]");
   const at::Tensor& tokens = inputs[0];
   int64_t B = tokens.size(0), T = tokens.dim() == 2 ? tokens.size(1) : 0;
-  at::Tensor mask = inputs.size() >= 2 ? inputs[1].to(at::kBool)
-                                       : at::ones({T, T}, at::kBool).tril().expand({B, T, T});
-  at::Tensor positions = inputs.size() == 3 ? inputs[2] : at::arange(T, at::kLong).expand({B, T});
+  at::Tensor mask =
+      inputs.size() >= 2
+          ? inputs[1].to(at::kBool)
+          : at::ones({T, T}, tokens.options().dtype(at::kBool)).tril().expand({B, T, T});
+  at::Tensor positions = inputs.size() == 3
+                             ? inputs[2]
+                             : at::arange(T, tokens.options().dtype(at::kLong)).expand({B, T});
   Output out;
   at::Tensor x = gemma::stack(cfg, params, gemma::embed(cfg, params, tokens), mask, positions);
   out.aux.emplace_back("pre_logits", x);
@@ -327,7 +332,7 @@ at::Tensor prefill(const json& cfg, const Params& params, const at::Tensor& x,
     cache->v.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, x.options()));
   }
   cache->length = 0;
-  cache->key_mask = at::zeros({B, max_len}, at::kBool);
+  cache->key_mask = at::zeros({B, max_len}, x.options().dtype(at::kBool));
   at::Tensor real = input_mask.to(at::kBool);
   cache->key_mask.narrow(1, 0, T).copy_(real);
   // Padding takes no position: the next real token continues where the real ones stopped.

@@ -131,8 +131,11 @@ Embedded embed_image_and_text(const Parts& p, const Params& params, const at::Te
   BV_CHECK(e.zimg.size(2) == ztxt.size(2), "paligemma: image tokens have width ", e.zimg.size(2),
            " but the LLM has ", ztxt.size(2));
   e.x = at::cat({e.zimg, ztxt}, 1);
-  at::Tensor full_ar = at::cat({at::zeros({B, e.n_img}, at::kLong), mask_ar.to(at::kLong)}, 1);
-  e.full_mask = at::cat({at::ones({B, e.n_img}, at::kBool), input_mask.to(at::kBool)}, 1);
+  auto on_text = text.options();
+  at::Tensor full_ar =
+      at::cat({at::zeros({B, e.n_img}, on_text.dtype(at::kLong)), mask_ar.to(at::kLong)}, 1);
+  e.full_mask =
+      at::cat({at::ones({B, e.n_img}, on_text.dtype(at::kBool)), input_mask.to(at::kBool)}, 1);
   e.attn = prefix_lm_mask(e.full_mask, full_ar);
   return e;
 }
@@ -147,13 +150,15 @@ Output paligemma_apply(const json& cfg, const Params& params, const std::vector<
   const at::Tensor& text = inputs[1];
   BV_CHECK(text.dim() == 2, "paligemma: text must be [batch, length] tokens");
   int64_t B = text.size(0), T = text.size(1);
-  at::Tensor mask_ar = inputs.size() >= 3 ? inputs[2] : at::ones({B, T}, at::kLong);
+  at::Tensor mask_ar = inputs.size() >= 3 ? inputs[2]
+                                          : at::ones({B, T}, text.options().dtype(at::kLong));
   at::Tensor input_mask = inputs.size() >= 4 ? inputs[3].to(at::kBool)
-                                             : at::ones({B, T}, at::kBool);
+                                             : at::ones({B, T}, text.options().dtype(at::kBool));
   Params llm = subtree(params, "llm/");
   Embedded e = embed_image_and_text(p, params, inputs[0], text, mask_ar, input_mask, train);
   int64_t n_img = e.n_img;
-  at::Tensor positions = at::arange(n_img + T, at::kLong).expand({B, n_img + T});
+  at::Tensor positions =
+      at::arange(n_img + T, text.options().dtype(at::kLong)).expand({B, n_img + T});
   at::Tensor pre = gemma::stack(p.llm, llm, e.x, e.attn, positions);
   at::Tensor text_logits = gemma::logits(llm, pre.narrow(1, n_img, T));
   Output out;
@@ -194,7 +199,9 @@ at::Tensor prefill(const nlohmann::json& cfg, const Params& params, const at::Te
   at::Tensor pre = gemma::prefill(p.llm, subtree(params, "llm/"), e.x, e.attn, e.full_mask,
                                   L + max_decode_len, cache);
   // Each row's last real token: the prompt may end in padding.
-  at::Tensor last = (e.full_mask.to(at::kLong) * at::arange(1, L + 1, at::kLong)).amax(1) - 1;
+  at::Tensor last =
+      (e.full_mask.to(at::kLong) * at::arange(1, L + 1, text.options().dtype(at::kLong))).amax(1) -
+      1;
   at::Tensor picked = pre.gather(1, last.view({B, 1, 1}).expand({B, 1, pre.size(2)}));
   return gemma::logits(subtree(params, "llm/"), picked).squeeze(1);
 }

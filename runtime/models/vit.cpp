@@ -251,12 +251,14 @@ std::vector<ParamSpec> vit_param_specs(const json& cfg) {
   return out;
 }
 
-// posemb_sincos_2d(h, w, width, temperature=1e4): [1, h*w, width].
-at::Tensor sincos2d(int64_t h, int64_t w, int64_t width, double temperature = 1e4) {
-  at::Tensor y = at::arange(h, at::kFloat).view({h, 1}).expand({h, w}).reshape({-1});
-  at::Tensor x = at::arange(w, at::kFloat).view({1, w}).expand({h, w}).reshape({-1});
+// posemb_sincos_2d(h, w, width, temperature=1e4): [1, h*w, width], on the device of `like`.
+at::Tensor sincos2d(int64_t h, int64_t w, int64_t width, const at::Tensor& like,
+                    double temperature = 1e4) {
+  auto opts = like.options().dtype(at::kFloat);
+  at::Tensor y = at::arange(h, opts).view({h, 1}).expand({h, w}).reshape({-1});
+  at::Tensor x = at::arange(w, opts).view({1, w}).expand({h, w}).reshape({-1});
   int64_t quarter = width / 4;
-  at::Tensor omega = at::arange(quarter, at::kFloat) / static_cast<double>(quarter - 1);
+  at::Tensor omega = at::arange(quarter, opts) / static_cast<double>(quarter - 1);
   omega = 1.0 / at::pow(temperature, omega);
   at::Tensor ys = y.unsqueeze(1) * omega.unsqueeze(0);
   at::Tensor xs = x.unsqueeze(1) * omega.unsqueeze(0);
@@ -414,7 +416,7 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
              " (set model.image_size, or resample the embedding)");
     x = x + pe;
   } else {
-    x = x + sincos2d(gh, gw, c.width);
+    x = x + sincos2d(gh, gw, c.width, x);
   }
   out.aux.emplace_back("with_posemb", x);
   if (c.pool_type == "tok") x = at::cat({P("cls").expand({n, 1, c.width}), x}, 1);

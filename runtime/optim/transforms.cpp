@@ -43,6 +43,8 @@ double round_to(double x, at::ScalarType t) {
   return at::scalar_tensor(x, at::TensorOptions().dtype(t)).item<double>();
 }
 
+// State is made from shapes alone, on the CPU (init knows no device); the first update moves it
+// to its parameter's device, where it stays.
 at::Tensor on(const at::Tensor& state, const at::Tensor& like) {
   return state.device() == like.device() ? state : state.to(like.device());
 }
@@ -168,9 +170,12 @@ class Adafactor : public LeafTransform {
       u = g * row_factor.unsqueeze(d0) * col.rsqrt().unsqueeze(d1);
       state[0].second = row;
       state[1].second = col;
+      state[2].second = on(state[2].second, g);  // the unused placeholder follows too
     } else {
       at::Tensor v = on(state[2].second, g) * keep + g2 * take;
       u = g * v.rsqrt();
+      state[0].second = on(state[0].second, g);  // the unused placeholders follow too
+      state[1].second = on(state[1].second, g);
       state[2].second = v;
     }
     if (o_.clipping_threshold) {

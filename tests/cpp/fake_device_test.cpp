@@ -1,0 +1,312 @@
+// A device that is not the CPU, for machines without a GPU (issue 16's device test): libtorch's
+// PrivateUse1 backend, registered here with memory that is really host memory and every kernel
+// falling back to the CPU's, as PyTorch's own open-registration tests do. What it adds over a
+// plain CPU run is the check: an op that gets a CPU tensor next to fake-device ones fails,
+// naming the op, where the CPU kernels would have quietly computed. So a training step whose
+// parameters and batch are on the fake device proves that nothing in it is created on, or moved
+// to, the CPU.
+//
+// Why not the meta device: it has no data, so a step cannot compare its numbers with the CPU's,
+// and our code reads values (the loss, the norms) that meta tensors do not have.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/library.h>
+
+#include <cstring>
+#include <string>
+
+#include "models/gemma.h"
+#include "models/model.h"
+#include "models/paligemma.h"
+#include "optim/optimizer.h"
+#include "train/losses.h"
+
+namespace {
+
+constexpr c10::DeviceType kFake = c10::DeviceType::PrivateUse1;
+
+struct FakeAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = c10::alloc_cpu(n);
+    return {p, p, &c10::free_cpu, c10::Device(kFake, 0)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+FakeAllocator fake_allocator;
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &fake_allocator);
+
+// One device, one stream, nothing to wait for.
+struct FakeGuard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kFake; }
+  c10::Device exchangeDevice(c10::Device) const override { return c10::Device(kFake, 0); }
+  c10::Device getDevice() const override { return c10::Device(kFake, 0); }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, FakeGuard);
+
+// What libtorch asks a backend about itself (the autograd engine: is there a context to run on).
+struct FakeHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kFake, 0); }
+};
+
+at::Tensor fake_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                      std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>,
+                      std::optional<c10::MemoryFormat> memory_format) {
+  return at::detail::empty_generic(size, &fake_allocator,
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor fake_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                              std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
+                              std::optional<c10::Device>, std::optional<bool>) {
+  return at::detail::empty_strided_generic(size, stride, &fake_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+// The same memory seen as a CPU tensor (fake memory is host memory).
+at::Tensor host_alias(const at::Tensor& t) {
+  if (t.device().type() != kFake) return t;
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+at::Tensor fake_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+  host_alias(dst).copy_(host_alias(self));
+  return dst;
+}
+
+at::Tensor fake_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_(dst, self.sizes());
+  return fake_copy_from(self, dst, false);
+}
+
+// The CPU fallback, refusing a CPU tensor among the arguments (0-dim ones stand for scalars,
+// which every device accepts).
+void strict_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  auto check = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().is_cpu() && t.dim() > 0) {
+      TORCH_CHECK(false, "fake device: ", op.schema().name(), " got a CPU tensor ", t.sizes(),
+                  " among fake-device ones (something was created on or moved to the CPU)");
+    }
+  };
+  size_t first = stack->size() - args.size();
+  for (size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) check(v.toTensor());
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) check(t);
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", fake_empty);
+  m.impl("empty_strided", fake_empty_strided);
+  m.impl("_copy_from", fake_copy_from);
+  m.impl("_copy_from_and_resize", fake_copy_from_and_resize);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", at::native::resize_);
+  // Convolutions reach a backend through convolution_overrideable, which the CPU does not have:
+  // the whole op (and its backward) falls back instead.
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
+  m.impl("_local_scalar_dense",
+         [](const at::Tensor& t) { return at::native::_local_scalar_dense_cpu(host_alias(t)); });
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
+}
+
+// Named, PrivateUse1 is also what libtorch takes for "the accelerator" (the autograd engine asks
+// it for streams); unnamed, the engine would ask CUDA, which is compiled in but has no driver.
+at::Device fake_device() {
+  static FakeHooks hooks;
+  static bool registered = (c10::register_privateuse1_backend("fake"),
+                            at::RegisterPrivateUse1HooksInterface(&hooks), true);
+  (void)registered;
+  return at::Device(kFake, 0);
+}
+
+// The same numbers up to float32 rounding: the fallback runs the CPU's kernels, but on copies
+// whose layout (and so summation order) may differ from a plain CPU run's.
+bool close(const at::Tensor& got, const at::Tensor& want) {
+  double err = (got.cpu() - want).abs().max().item<double>();
+  return err <= 1e-5 * want.abs().max().item<double>() + 1e-6;
+}
+
+}  // namespace
+
+TEST_CASE("fake device: tensors live there, compute as on the CPU, refuse a CPU tensor",
+          "[device]") {
+  at::Tensor a = at::arange(6, at::kFloat).reshape({2, 3});
+  at::Tensor fa = a.to(fake_device());
+  CHECK(fa.device() == fake_device());
+  at::Tensor y = (fa * 2 + 1).sum(1);
+  CHECK(y.device() == fake_device());
+  CHECK(y.cpu().equal((a * 2 + 1).sum(1)));
+  CHECK(fa.transpose(0, 1).contiguous().cpu().equal(a.t().contiguous()));
+  CHECK(fa.sum().item<float>() == 15);
+  // libtorch's own check or ours, depending on the op: either way it names the CPU.
+  CHECK_THROWS_WITH(fa + at::ones({2, 3}), Catch::Contains("cpu", Catch::CaseSensitive::No));
+  CHECK_THROWS_WITH(at::matmul(fa, at::ones({3, 2})),
+                    Catch::Contains("cpu", Catch::CaseSensitive::No));
+}
+
+TEST_CASE("fake device: ViT and BiT training steps with everything there match the CPU's",
+          "[device]") {
+  auto [api, cfg] = GENERATE(table<const char*, nlohmann::json>({
+      {"vit",
+       {{"variant", "mu/4"}, {"num_classes", 3}, {"image_size", {8, 8}}, {"head_zeroinit", false}}},
+      {"vit",
+       {{"variant", "mu/4"},
+        {"num_classes", 3},
+        {"posemb", "sincos2d"},
+        {"pool_type", "map"},
+        {"scan", true},
+        {"head_zeroinit", false}}},
+      {"bit", {{"depth", {1}}, {"width", 0.5}, {"num_classes", 3}}},
+  }));
+  INFO(api << " " << cfg.dump());
+  const bv::models::ModelApi& vit = *bv::models::find_model(api);
+  bv::models::Params cpu = bv::models::init_params(vit, cfg, 0), dev;
+  for (const auto& [name, t] : cpu) dev[name] = t.to(fake_device());
+  at::Tensor x = at::randn({4, 8, 8, 3}), y = at::eye(3).index({at::tensor({0, 1, 2, 0})});
+  bv::train::StepOptions opts;
+  opts.loss = "softmax_xent";
+  auto want = bv::train::loss_and_grads(vit, cfg, cpu, x, y, opts, nullptr);
+  auto got = bv::train::loss_and_grads(vit, cfg, dev, x.to(fake_device()), y.to(fake_device()),
+                                       opts, nullptr);
+  CHECK(got.loss == Approx(want.loss).epsilon(1e-6));
+  REQUIRE(got.grads.size() == want.grads.size());
+  for (const auto& [name, g] : want.grads) {
+    INFO(name);
+    CHECK(got.grads[name].device() == fake_device());
+    CHECK(close(got.grads[name], g));
+  }
+  // A batch left on the CPU is caught.
+  CHECK_THROWS_WITH(bv::train::loss_and_grads(vit, cfg, dev, x, y, opts, nullptr),
+                    Catch::Contains("cpu", Catch::CaseSensitive::No));
+}
+
+TEST_CASE("fake device: big_vision's Adafactor updates parameters and keeps its state there",
+          "[device]") {
+  const bv::models::ModelApi& vit = bv::models::vit_api();
+  nlohmann::json cfg = {{"variant", "mu/4"}, {"num_classes", 3}, {"image_size", {8, 8}}};
+  bv::models::Params cpu = bv::models::init_params(vit, cfg, 0), dev, cpu_grads, dev_grads;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& [name, t] : cpu) {
+    dev[name] = t.to(fake_device());
+    cpu_grads[name] = at::randn(t.sizes());
+    dev_grads[name] = cpu_grads[name].to(fake_device());
+    shapes.push_back({name, t.sizes().vec()});
+  }
+  bv::optim::ScheduleContext ctx;
+  ctx.total_steps = 10;
+  ctx.batch_size = 1;
+  nlohmann::json config = {{"optax_name", "big_vision.scale_by_adafactor"},
+                           {"lr", 0.01},
+                           {"wd", 0.001},
+                           {"grad_clip_norm", 1.0},
+                           {"schedule", {{"decay_type", "cosine"}, {"warmup_steps", 2}}}};
+  bv::optim::Optimizer on_cpu(config, shapes, ctx), on_dev(config, shapes, ctx);
+  for (int step = 0; step < 3; ++step) {
+    auto want = on_cpu.update(cpu, cpu_grads, true);
+    auto got = on_dev.update(dev, dev_grads, true);
+    CHECK(got.l2_grads == Approx(want.l2_grads).epsilon(1e-6));
+    CHECK(got.l2_updates == Approx(want.l2_updates).epsilon(1e-6));
+  }
+  for (const auto& [name, t] : cpu) {
+    INFO(name);
+    CHECK(dev[name].device() == fake_device());
+    CHECK(close(dev[name], t));
+  }
+  for (const auto& [name, t] : on_dev.state()) {
+    INFO(name);
+    if (t.dim() > 0) CHECK(t.device() == fake_device());
+  }
+}
+
+TEST_CASE("fake device: PaliGemma's prefix-LM step and KV-cache decoding match the CPU's",
+          "[device]") {
+  const bv::models::ModelApi& pg = bv::models::paligemma_api();
+  nlohmann::json cfg = {{"img", {{"variant", "mu/4"}, {"image_size", {8, 8}}}},
+                        {"llm",
+                         {{"width", 32},
+                          {"depth", 2},
+                          {"mlp_dim", 48},
+                          {"num_heads", 4},
+                          {"num_kv_heads", 1},
+                          {"head_dim", 8},
+                          {"vocab_size", 20}}}};
+  bv::models::Params cpu = bv::models::init_params(pg, cfg, 0), dev;
+  for (auto& [name, t] : cpu) {
+    t = at::randn(t.sizes()) * 0.3;
+    dev[name] = t.to(fake_device());
+  }
+  at::Tensor image = at::randn({2, 8, 8, 3});
+  at::Tensor text = at::tensor({2, 5, 6, 7, 1, 0, 2, 9, 3, 1, 0, 0}, at::kLong).view({2, 6});
+  at::Tensor mask_ar = at::tensor({0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1}, at::kLong).view({2, 6});
+  at::Tensor mask_loss = at::tensor({0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0}, at::kLong).view({2, 6});
+  auto d = [](const at::Tensor& t) { return t.to(fake_device()); };
+  bv::train::StepOptions opts;
+  auto want = bv::train::lm_loss_and_grads(pg, cfg, cpu, image, text, mask_ar, mask_loss, opts);
+  auto got =
+      bv::train::lm_loss_and_grads(pg, cfg, dev, d(image), d(text), d(mask_ar), d(mask_loss), opts);
+  CHECK(got.loss == Approx(want.loss).epsilon(1e-5));
+  for (const auto& [name, g] : want.grads) {
+    INFO(name);
+    CHECK(got.grads[name].device() == fake_device());
+    CHECK(close(got.grads[name], g));
+  }
+
+  // Decoding: prefill the prompt (the first four tokens; the second row's last one is padding),
+  // then two steps with the cache.
+  at::Tensor prompt = text.narrow(1, 0, 4), ar = mask_ar.narrow(1, 0, 4);
+  at::Tensor input_mask = at::tensor({1, 1, 1, 1, 1, 1, 1, 0}, at::kLong).view({2, 4});
+  bv::models::gemma::Cache cache_cpu, cache_dev;
+  at::Tensor l_cpu =
+      bv::models::paligemma::prefill(cfg, cpu, image, prompt, ar, input_mask, 4, &cache_cpu);
+  at::Tensor l_dev = bv::models::paligemma::prefill(cfg, dev, d(image), d(prompt), d(ar),
+                                                    d(input_mask), 4, &cache_dev);
+  CHECK(l_dev.device() == fake_device());
+  CHECK(close(l_dev, l_cpu));
+  for (int step = 0; step < 2; ++step) {
+    at::Tensor next = l_cpu.argmax(-1);
+    l_cpu = bv::models::paligemma::extend(cfg, cpu, next, &cache_cpu);
+    l_dev = bv::models::paligemma::extend(cfg, dev, d(next), &cache_dev);
+    CHECK(l_dev.device() == fake_device());
+    CHECK(close(l_dev, l_cpu));
+  }
+  for (const at::Tensor& k : cache_dev.k) CHECK(k.device() == fake_device());
+}
