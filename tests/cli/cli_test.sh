@@ -51,28 +51,28 @@ if grep -q "^cuda .*compiled in" "$TMP/version"; then
   checks=$((checks + 1))
   ldd "$BVLUA" | grep -q "libtorch_cuda.so" || fail "--version says CUDA is compiled in, ldd shows no libtorch_cuda"
 fi
-if ! grep -q "GPU(s) available" "$TMP/version"; then
-  # NCCL without a GPU: a clear error before anything is loaded or launched, in one process or two.
-  for nproc in 1 2; do
-    run "$BVLUA" train configs/bit_lines.lua:quick --workdir "$TMP/nccl_run" --backend nccl --nproc $nproc
-    expect_rc 1 "--backend nccl without a GPU (--nproc $nproc)"
-    expect_in err "backend 'nccl'" "--backend nccl without a GPU names the backend"
-    expect_in err "--backend gloo" "--backend nccl without a GPU says what to use"
-    checks=$((checks + 1))
-    [ ! -e "$TMP/nccl_run" ] || fail "--backend nccl without a GPU started the run (made its workdir)"
-  done
-fi
+# refused_early WHAT NAMED REMEDY ARGS...: `bvlua train ARGS` fails with exit 1 before it makes
+# its workdir, naming the culprit (NAMED) and what to use instead (REMEDY).
+refused_early() {
+  local what=$1 named=$2 remedy=$3
+  shift 3
+  rm -rf "$TMP/refused"
+  run "$BVLUA" train configs/bit_lines.lua:quick --workdir "$TMP/refused" "$@"
+  expect_rc 1 "$what"; expect_in err "$named" "$what names it"; expect_in err "$remedy" "$what says what to use"
+  checks=$((checks + 1))
+  [ ! -e "$TMP/refused" ] || fail "$what started the run (made its workdir)"
+}
 checks=$((checks + 1))
 grep -qE '^device: (cpu|cuda:0) ' "$TMP/version" || fail "--version: no device line"
-# --device: a GPU asked for and not there fails before anything is written; a bad name is named.
 if ! grep -q "GPU(s) available" "$TMP/version"; then
+  # NCCL or a GPU device without a GPU: a clear error before anything is loaded or launched, in
+  # one process or two.
+  for nproc in 1 2; do
+    refused_early "--backend nccl without a GPU (--nproc $nproc)" "backend 'nccl'" "--backend gloo" \
+      --backend nccl --nproc $nproc
+  done
   for dev in cuda cuda:0; do
-    run "$BVLUA" train configs/bit_lines.lua:quick --workdir "$TMP/cuda_run" --device $dev
-    expect_rc 1 "--device $dev without a GPU"
-    expect_in err "device '$dev'" "--device $dev without a GPU names the device"
-    expect_in err "--device cpu" "--device $dev without a GPU says what to use"
-    checks=$((checks + 1))
-    [ ! -e "$TMP/cuda_run" ] || fail "--device $dev without a GPU started the run (made its workdir)"
+    refused_early "--device $dev without a GPU" "device '$dev'" "--device cpu" --device $dev
   done
   echo 'return {device = "cuda"}' >"$TMP/cfg_cuda.lua"
   run "$BVLUA" train "$TMP/cfg_cuda.lua" --dry-run
