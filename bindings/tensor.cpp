@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -423,12 +424,15 @@ int t_to(lua_State* L) {
     push_tensor(L, t.to(dtype_from_name(what)));
     return 1;
   }
-  if (what.rfind("cpu", 0) == 0 || what.rfind("cuda", 0) == 0) {
-    push_tensor(L, t.to(at::Device(what)));
-    return 1;
+  std::optional<at::Device> device;
+  try {
+    device = at::Device(what);
+  } catch (const c10::Error&) {
+    raise(L, str("to(): '", what,
+                 "' is neither a dtype (float32, int64, ...) nor a device (cpu, cuda:0)"));
   }
-  raise(L, str("to(): '", what,
-               "' is neither a dtype (float32, int64, ...) nor a device (cpu, cuda:0)"));
+  push_tensor(L, t.to(*device));
+  return 1;
 }
 
 int t_clone(lua_State* L) {

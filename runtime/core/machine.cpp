@@ -5,9 +5,11 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
+#include "core/fake_device.h"
 
 namespace bv {
 
@@ -37,6 +39,13 @@ std::string resolve_device(const std::string& spec, int local_rank) {
     return cuda_available() ? resolve_device("cuda", local_rank) : "cpu";
   }
   if (spec == "cpu") return "cpu";
+  if (spec == "fake" || spec == "fake:0") {
+    const char* allowed = std::getenv("BV_TEST_DEVICE");
+    BV_CHECK(allowed && std::string(allowed) == "1", "device '", spec,
+             "' is the test device (host memory and the CPU's kernels, refusing CPU tensors "
+             "among its own; core/fake_device.h): set BV_TEST_DEVICE=1 to use it");
+    return enable_fake_device().str();
+  }
   int index = local_rank;
   if (spec != "cuda") {
     size_t used = 0;

@@ -16,7 +16,8 @@ bool cuda_available();
 int cuda_device_count();
 // The device a process trains on, from what the user asked for (`--device`, config.device):
 // "auto" (or "") is cuda:LOCAL_RANK when a GPU is available, else "cpu"; "cpu"; "cuda" is
-// cuda:LOCAL_RANK; "cuda:N". Asking for a GPU that is not there is a bv::Error saying why (no
+// cuda:LOCAL_RANK; "cuda:N"; "fake", the test device (core/fake_device.h), with
+// BV_TEST_DEVICE=1. Asking for a GPU that is not there is a bv::Error saying why (no
 // CUDA compiled in, no GPU, or fewer GPUs than N + 1), never a silent CPU run.
 std::string resolve_device(const std::string& spec, int local_rank);
 int cpu_cores();

@@ -39,6 +39,35 @@ end
 assert(first and last, 'no training_loss in the metrics file')
 assert(last < 0.5 * first, string.format('loss did not fall: %g -> %g', first, last))" \
   || fail "loss"
+# On the fake device (runtime/core/fake_device.h: an op that meets a CPU tensor among device
+# ones fails): the step, the perplexity and the decoding evaluators, a checkpoint, the same
+# numbers as on the CPU.
+for dev in cpu fake; do
+  BV_TEST_DEVICE=1 "$BVLUA" train "$ROOT/configs/paligemma.lua:variant=tiny" --workdir "w_$dev" \
+    --device $dev --config.total_steps=3 --config.log_training_steps=1 --config.ckpt_steps=3 \
+    --config.input.batch_size=8 --config.evals.val/vqa.log_percent=1.0 \
+    --config.evals.val/pplx.log_percent=1.0 >"$TMP/out_$dev" 2>&1 || fail "train --device $dev exited with $?"
+done
+grep -q '^NOTE: Training on fake:0' "$TMP/out_fake" || fail "the fake-device run does not say its device"
+"$BVLUA" -e "
+local function read(path)
+  local out = {}
+  for line in io.lines(path) do
+    local row = require('bv.json').decode(line)
+    for _, k in ipairs({'training_loss', 'val/pplx/avg', 'val/vqa/acc'}) do
+      if row[k] then out[row.step .. k] = row[k] end
+    end
+  end
+  return out
+end
+local want, got = read('w_cpu/big_vision_metrics.txt'), read('w_fake/big_vision_metrics.txt')
+local n = 0
+for k, v in pairs(want) do
+  n = n + 1
+  assert(got[k] and math.abs(got[k] - v) <= 1e-4 * math.abs(v) + 1e-6, k .. ': ' .. tostring(got[k]) .. ' vs ' .. v)
+end
+assert(n >= 5, 'only ' .. n .. ' values compared')" || fail "the fake device's numbers differ from the CPU's"
+[ -d w_fake/ckpt-000000003 ] || fail "no checkpoint from the fake-device run"
 # The same trainer in 2 processes with fsdp (bv.sharding): it runs, rank 0 alone writes. The
 # tokenizer is gone, so rank 0 prepares it (once) while rank 1 waits for it.
 rm data/lines/tiny_sp.model

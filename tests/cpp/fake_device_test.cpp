@@ -1,31 +1,12 @@
-// A device that is not the CPU, for machines without a GPU (issue 16's device test): libtorch's
-// PrivateUse1 backend, registered here with memory that is really host memory and every kernel
-// falling back to the CPU's, as PyTorch's own open-registration tests do. What it adds over a
-// plain CPU run is the check: an op that gets a CPU tensor next to fake-device ones fails,
-// naming the op, where the CPU kernels would have quietly computed. So a training step whose
-// parameters and batch are on the fake device proves that nothing in it is created on, or moved
-// to, the CPU.
-//
-// Why not the meta device: it has no data, so a step cannot compare its numbers with the CPU's,
-// and our code reads values (the loss, the norms) that meta tensors do not have.
+// The device test (issue 16) on the fake device (runtime/core/fake_device.h): ViT, BiT, Adafactor
+// and PaliGemma with every parameter and batch on a device that is not the CPU.
 #include <ATen/ATen.h>
-#include <ATen/EmptyTensor.h>
-#include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <ATen/native/CPUFallback.h>
-#include <ATen/ops/_local_scalar_dense_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
-#include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/resize_native.h>
-#include <ATen/ops/view_native.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <c10/core/impl/alloc_cpu.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <torch/library.h>
 
-#include <cstring>
 #include <string>
 
+#include "core/fake_device.h"
 #include "models/gemma.h"
 #include "models/model.h"
 #include "models/paligemma.h"
@@ -34,129 +15,7 @@
 
 namespace {
 
-constexpr c10::DeviceType kFake = c10::DeviceType::PrivateUse1;
-
-struct FakeAllocator final : c10::Allocator {
-  c10::DataPtr allocate(size_t n) override {
-    void* p = c10::alloc_cpu(n);
-    return {p, p, &c10::free_cpu, c10::Device(kFake, 0)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
-};
-
-FakeAllocator fake_allocator;
-REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &fake_allocator);
-
-// One device, one stream, nothing to wait for.
-struct FakeGuard final : c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return kFake; }
-  c10::Device exchangeDevice(c10::Device) const override { return c10::Device(kFake, 0); }
-  c10::Device getDevice() const override { return c10::Device(kFake, 0); }
-  void setDevice(c10::Device) const override {}
-  void uncheckedSetDevice(c10::Device) const noexcept override {}
-  c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
-  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
-};
-
-C10_REGISTER_GUARD_IMPL(PrivateUse1, FakeGuard);
-
-// What libtorch asks a backend about itself (the autograd engine: is there a context to run on).
-struct FakeHooks final : at::PrivateUse1HooksInterface {
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kFake, 0); }
-};
-
-at::Tensor fake_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                      std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>,
-                      std::optional<c10::MemoryFormat> memory_format) {
-  return at::detail::empty_generic(size, &fake_allocator,
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
-}
-
-at::Tensor fake_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
-                              std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
-                              std::optional<c10::Device>, std::optional<bool>) {
-  return at::detail::empty_strided_generic(size, stride, &fake_allocator,
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
-}
-
-// The same memory seen as a CPU tensor (fake memory is host memory).
-at::Tensor host_alias(const at::Tensor& t) {
-  if (t.device().type() != kFake) return t;
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
-}
-
-at::Tensor fake_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
-  host_alias(dst).copy_(host_alias(self));
-  return dst;
-}
-
-at::Tensor fake_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  at::native::resize_(dst, self.sizes());
-  return fake_copy_from(self, dst, false);
-}
-
-// The CPU fallback, refusing a CPU tensor among the arguments (0-dim ones stand for scalars,
-// which every device accepts).
-void strict_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& args = op.schema().arguments();
-  auto check = [&](const at::Tensor& t) {
-    if (t.defined() && t.device().is_cpu() && t.dim() > 0) {
-      TORCH_CHECK(false, "fake device: ", op.schema().name(), " got a CPU tensor ", t.sizes(),
-                  " among fake-device ones (something was created on or moved to the CPU)");
-    }
-  };
-  size_t first = stack->size() - args.size();
-  for (size_t i = first; i < stack->size(); ++i) {
-    const c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) check(v.toTensor());
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorVector()) check(t);
-    }
-  }
-  at::native::cpu_fallback(op, stack);
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", fake_empty);
-  m.impl("empty_strided", fake_empty_strided);
-  m.impl("_copy_from", fake_copy_from);
-  m.impl("_copy_from_and_resize", fake_copy_from_and_resize);
-  m.impl("as_strided", at::native::as_strided_tensorimpl);
-  m.impl("view", at::native::view);
-  m.impl("_reshape_alias", at::native::_reshape_alias);
-  m.impl("resize_", at::native::resize_);
-  // Convolutions reach a backend through convolution_overrideable, which the CPU does not have:
-  // the whole op (and its backward) falls back instead.
-  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
-  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
-  m.impl("_local_scalar_dense",
-         [](const at::Tensor& t) { return at::native::_local_scalar_dense_cpu(host_alias(t)); });
-}
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&strict_fallback>());
-}
-
-// Named, PrivateUse1 is also what libtorch takes for "the accelerator" (the autograd engine asks
-// it for streams); unnamed, the engine would ask CUDA, which is compiled in but has no driver.
-at::Device fake_device() {
-  static FakeHooks hooks;
-  static bool registered = (c10::register_privateuse1_backend("fake"),
-                            at::RegisterPrivateUse1HooksInterface(&hooks), true);
-  (void)registered;
-  return at::Device(kFake, 0);
-}
+at::Device fake_device() { return bv::enable_fake_device(); }
 
 // The same numbers up to float32 rounding: the fallback runs the CPU's kernels, but on copies
 // whose layout (and so summation order) may differ from a plain CPU run's.

@@ -29,7 +29,8 @@
 --                          stop_after}, and run.state is what `bvlua train --debug` shows when a
 --                          step fails
 --   shard, rank, world     bv.sharding: how the run spreads over processes
---   device                 what this process trains on ("cpu"; run.device, from bv.device)
+--   device                 what this process trains on ("cpu", "cuda:0"; run.device, from
+--                          bv.device): parameters and batches go there (to_device)
 --   progress, mw, chrono   the progress line, the metrics writer, the clock (a bv.chrono Chrono)
 --   checkpoint             the checkpoint to resume from (bv.ckpt.load), or nil
 --   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
@@ -81,12 +82,13 @@ function M.start(config, workdir, run)
   state.progress = progress.new()
   log.setup({rank = shard.rank, progress = state.progress})
   state.chrono = chrono.new()  -- first: program time starts here
-  -- The device (bv.device, resolved by `bvlua train`). Placing tensors on a GPU is issue 16's
-  -- next step: until then a GPU run is refused rather than run on the CPU under a GPU's name.
+  -- The device (bv.device, resolved by `bvlua train`): parameters, batches and the optimizer's
+  -- state live there (M.to_device). Several processes on a device other than the CPU need
+  -- NCCL's collectives on device tensors, which are not wired yet: refused, not run on the CPU.
   state.device = run.device or "cpu"
-  if state.device ~= "cpu" then
-    error(string.format("device %s: the trainers do not place tensors on GPUs yet; use --device "
-                        .. "cpu to train on the CPU", state.device), 0)
+  if state.device ~= "cpu" and shard.world > 1 then
+    error(string.format("device %s with %d processes: several processes train on the CPU only "
+                        .. "for now (--device cpu)", state.device, shard.world), 0)
   end
   log.note("Training on %s (%d threads)", state.device, bv.threads())
 
@@ -118,6 +120,34 @@ function M.start(config, workdir, run)
   state.keep_every = steps("keep_ckpt", 0)
   if state.keep_every == 0 and state.ckpt_every > 0 then state.keep_every = state.total_steps end
   return state
+end
+
+-- The tensors of table `t` (params, a batch) on the training device, in a new table; other
+-- values as they are. On the CPU, t itself.
+function M.to_device(state, t)
+  if state.device == "cpu" then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = bv.is_tensor(v) and v:to(state.device) or v end
+  return out
+end
+
+-- A predict function run on the training device: the batch goes there, tensor results come back
+-- to the host, where evaluators compute their metrics next to the batch's labels.
+local function on_device(state, fn)
+  if state.device == "cpu" then return fn end
+  return function(params, batch, ...)
+    local results = table.pack(fn(params, M.to_device(state, batch), ...))
+    for i = 1, results.n do
+      if bv.is_tensor(results[i]) then
+        results[i] = results[i]:to("cpu")
+      elseif type(results[i]) == "table" then
+        for k, v in pairs(results[i]) do
+          if bv.is_tensor(v) then results[i][k] = v:to("cpu") end
+        end
+      end
+    end
+    return table.unpack(results, 1, results.n)
+  end
 end
 
 -- This rank's optimizer: big_vision's optax.make (schedules, freezing, clipping, lr_mults,
@@ -174,6 +204,7 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
              type(config.model_init) == "string" and config.model_init or "parts")
   end
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
+  params = M.to_device(state, params)  -- the optimizer's state follows at its first update
   params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
   measure_memory(state, params, opt)
   state.last_checked = state.first_step
@@ -201,7 +232,9 @@ function M.evaluators(state, predict_fns)
     local n = chrono.steps(prefix, cfg, state.ntrain, state.batch_size, state.total_steps, 0)
     return n > 0 and n or nil
   end
-  state.evals = evaluators.from_config(eval_config, predict_fns, get_steps)
+  local placed = {}
+  for name, fn in pairs(predict_fns) do placed[name] = on_device(state, fn) end
+  state.evals = evaluators.from_config(eval_config, placed, get_steps)
   for _, e in ipairs(state.evals) do table.insert(state.mw.eval_prefixes, e.prefix) end
   return state.evals
 end
@@ -248,7 +281,7 @@ end
 -- training data's next). run.state follows, for --debug.
 function M.step_start(state, step)
   state.mw:step_start(step)
-  local batch = state.first_batch or state.train_iter:next()
+  local batch = M.to_device(state, state.first_batch or state.train_iter:next())
   state.first_batch = nil
   state.run.state.batch, state.run.state.step = batch, step
   return batch
