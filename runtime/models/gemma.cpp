@@ -227,14 +227,26 @@ at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at:
   }
   // Grouped heads: query head n = kv head (n / G), as big_vision's (K, G) reshape with K outer.
   int64_t G = N / K;
-  at::Tensor qg = q.view({B, T, K, G, H});
-  at::Tensor logits = at::einsum("btkgh,bskh->bkgts", {qg, k});
-  if (c.attn_logits_softcap > 0) {
-    logits = at::tanh(logits / c.attn_logits_softcap) * c.attn_logits_softcap;
+  at::Tensor enc;
+  if (!x.device().is_cpu() && c.attn_logits_softcap == 0) {
+    // Off the CPU, libtorch's fused kernel (flash or memory-efficient attention on CUDA), with
+    // its grouped heads (enable_gqa repeats kv head n / G for query head n) and the mask as
+    // "may attend". q is already scaled. A query row always sees itself or an earlier real
+    // token, so no row is masked whole (where the fused kernel and the -inf fill would differ).
+    at::Tensor o = at::scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask.view({B, 1, T, -1}),
+        /*dropout_p=*/0.0, /*is_causal=*/false, /*scale=*/1.0, /*enable_gqa=*/G > 1);
+    enc = o.transpose(1, 2);  // [B, T, N, H]
+  } else {
+    at::Tensor qg = q.view({B, T, K, G, H});
+    at::Tensor logits = at::einsum("btkgh,bskh->bkgts", {qg, k});
+    if (c.attn_logits_softcap > 0) {
+      logits = at::tanh(logits / c.attn_logits_softcap) * c.attn_logits_softcap;
+    }
+    logits = logits.masked_fill(mask.logical_not().view({B, 1, 1, T, -1}), -2.3819763e38);
+    at::Tensor probs = at::softmax(logits, -1);
+    enc = at::einsum("bkgts,bskh->btkgh", {probs, v}).reshape({B, T, N, H});
   }
-  logits = logits.masked_fill(mask.logical_not().view({B, 1, 1, T, -1}), -2.3819763e38);
-  at::Tensor probs = at::softmax(logits, -1);
-  at::Tensor enc = at::einsum("bkgts,bskh->btkgh", {probs, v}).reshape({B, T, N, H});
   return at::einsum("btnh,nhd->btd", {enc, p("attn/attn_vec_einsum/w")});
 }
 
