@@ -98,6 +98,21 @@ int bv_device(lua_State* L) {
   return 1;
 }
 
+// bv.memory([device]) -> {bytes_in_use =, peak_bytes_in_use =, bytes_reserved =,
+// peak_bytes_reserved =}: the device's caching allocator, as JAX names it; {} for "cpu". The
+// device defaults to the one `bvlua train` would pick (bv.device()).
+int bv_memory(lua_State* L) {
+  std::string device = lua_isnoneornil(L, 1) ? resolve_device("auto", 0)
+                                             : std::string(luaL_checkstring(L, 1));
+  auto stats = device_memory_stats(device);
+  lua_createtable(L, 0, static_cast<int>(stats.size()));
+  for (const auto& [name, bytes] : stats) {
+    lua_pushinteger(L, bytes);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
 int bv_cuda_available(lua_State* L) {
   lua_pushboolean(L, cuda_available());
   return 1;
@@ -145,6 +160,7 @@ int open_native(lua_State* L) {
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
+      BV_FN("memory", bv_memory),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),
       BV_FN("fullmatch", bv_fullmatch),

@@ -13,11 +13,13 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
 
 #include <cstring>
+#include <mutex>
 
 namespace bv {
 
@@ -25,18 +27,61 @@ namespace {
 
 constexpr c10::DeviceType kFake = c10::DeviceType::PrivateUse1;
 
-struct FakeAllocator final : c10::Allocator {
+// Host memory that counts its bytes as a GPU's caching allocator does (in use and peak; nothing
+// is cached, so reserved is in use), so that device-memory metrics have something to show.
+struct FakeAllocator final : c10::DeviceAllocator {
+  struct Block {
+    void* data;
+    size_t bytes;
+  };
+  static void free_block(void* ctx) {
+    auto* block = static_cast<Block*>(ctx);
+    instance().count(-static_cast<int64_t>(block->bytes));
+    c10::free_cpu(block->data);
+    delete block;
+  }
+  static FakeAllocator& instance();
+
   c10::DataPtr allocate(size_t n) override {
     void* p = c10::alloc_cpu(n);
-    return {p, p, &c10::free_cpu, c10::Device(kFake, 0)};
+    count(static_cast<int64_t>(n));
+    return {p, new Block{p, n}, &free_block, c10::Device(kFake, 0)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* s : {&stats_.allocated_bytes[0], &stats_.reserved_bytes[0]}) s->reset_accumulated();
+  }
+  void resetPeakStats(c10::DeviceIndex) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* s : {&stats_.allocated_bytes[0], &stats_.reserved_bytes[0]}) s->reset_peak();
+  }
+
+ private:
+  void count(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* s : {&stats_.allocated_bytes[0], &stats_.reserved_bytes[0]}) {
+      if (bytes >= 0) s->increase(static_cast<size_t>(bytes));
+      else s->decrease(static_cast<size_t>(-bytes));
+    }
+  }
+  std::mutex mutex_;
+  c10::CachingDeviceAllocator::DeviceStats stats_;
 };
 
 FakeAllocator fake_allocator;
+FakeAllocator& FakeAllocator::instance() { return fake_allocator; }
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &fake_allocator);
 
 // One device, one stream, nothing to wait for.

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <cstdlib>
@@ -71,6 +72,18 @@ std::string resolve_device(const std::string& spec, int local_rank) {
            count == 1 ? "is 1 GPU" : str("are ", count, " GPUs"),
            " here, cuda:0 to cuda:", count - 1);
   return str("cuda:", index);
+}
+
+std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device) {
+  c10::Device d(device);
+  if (d.is_cpu()) return {};
+  auto stats = c10::getDeviceAllocator(d.type())->getDeviceStats(d.index() < 0 ? 0 : d.index());
+  const auto& in_use = stats.allocated_bytes[0];  // StatType::AGGREGATE
+  const auto& reserved = stats.reserved_bytes[0];
+  return {{"bytes_in_use", in_use.current},
+          {"peak_bytes_in_use", in_use.peak},
+          {"bytes_reserved", reserved.current},
+          {"peak_bytes_reserved", reserved.peak}};
 }
 
 int cpu_cores() {

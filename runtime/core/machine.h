@@ -2,7 +2,10 @@
 // starts with one thread unless told otherwise, so bvlua sets it at start-up.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bv {
 
@@ -20,6 +23,10 @@ int cuda_device_count();
 // BV_TEST_DEVICE=1. Asking for a GPU that is not there is a bv::Error saying why (no
 // CUDA compiled in, no GPU, or fewer GPUs than N + 1), never a silent CPU run.
 std::string resolve_device(const std::string& spec, int local_rank);
+// The device's memory as its caching allocator counts it, under JAX's names (big_vision logs
+// them as y/devmem/dev0/<name>): bytes_in_use, peak_bytes_in_use, bytes_reserved,
+// peak_bytes_reserved. Empty for the CPU, which has no such allocator.
+std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device);
 int cpu_cores();
 void set_threads(int n);
 // For worker threads (the input pipeline): this thread's ops run on one intra-op thread, so

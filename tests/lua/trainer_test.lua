@@ -158,6 +158,17 @@ T.test("on a device (the fake one): the same run as on the CPU, resumed there to
   trainer(cfg, dev, {device = device})
   trainer(cfg, parts, {device = device, stop_after = 3})
   trainer(cfg, parts, {device = device})
+  -- Device memory, as big_vision logs it (y/devmem/dev0/*): the parameters at least, and none
+  -- on the CPU, which has no device allocator.
+  local peak, param_bytes = 0, nil
+  for _, row in ipairs(metrics.read(dev .. "/big_vision_metrics.txt")) do
+    peak = math.max(peak, row["y/devmem/dev0/peak_bytes_in_use"] or 0)
+    param_bytes = param_bytes or row.param_bytes
+  end
+  T.truthy(param_bytes and peak >= param_bytes, string.format("peak %s, params %s", peak, param_bytes))
+  for _, row in ipairs(metrics.read(cpu .. "/big_vision_metrics.txt")) do
+    T.eq(row["y/devmem/dev0/bytes_in_use"], nil)
+  end
   local want = deterministic_lines(cpu .. "/big_vision_metrics.txt")
   for _, work in ipairs({dev, parts}) do
     local got = deterministic_lines(work .. "/big_vision_metrics.txt")

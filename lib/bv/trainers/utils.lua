@@ -81,7 +81,6 @@ function M.start(config, workdir, run)
   -- stdout: notes and eval results as lines, training as one progress line (bv.progress).
   state.progress = progress.new()
   log.setup({rank = shard.rank, progress = state.progress})
-  state.chrono = chrono.new()  -- first: program time starts here
   -- The device (bv.device, resolved by `bvlua train`): parameters, batches and the optimizer's
   -- state live there (M.to_device). Several processes on a device other than the CPU need
   -- NCCL's collectives on device tensors, which are not wired yet: refused, not run on the CPU.
@@ -91,6 +90,12 @@ function M.start(config, workdir, run)
                         .. "for now (--device cpu)", state.device, shard.world), 0)
   end
   log.note("Training on %s (%d threads)", state.device, bv.threads())
+  -- The clock (program time starts here) and the memory it logs at log steps.
+  state.chrono = chrono.new({memory = function(measure)
+    chrono.log_memory(measure)  -- y/hostmem/*, as big_vision
+    -- and the device's, as big_vision logs its first device's: y/devmem/dev0/<jax's name>
+    for name, bytes in pairs(bv.memory(state.device)) do measure("y/devmem/dev0/" .. name, bytes) end
+  end})
 
   bv.handle_stop_signals()  -- SIGTERM/SIGINT from now on: checkpoint at the next step and stop
   bv.fs.mkdirs(workdir)
