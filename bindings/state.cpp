@@ -9,6 +9,7 @@
 
 #include "ckpt.h"
 #include "core/error.h"
+#include "core/fake_device.h"
 #include "core/fs.h"
 #include "core/machine.h"
 #include "core/regex.h"
@@ -113,6 +114,13 @@ int bv_memory(lua_State* L) {
   return 1;
 }
 
+// bv._fake_device() -> "fake:0": the test device (core/fake_device.h), for tests; users reach
+// it through bv.device("fake") with BV_TEST_DEVICE=1.
+int bv_fake_device(lua_State* L) {
+  lua_pushstring(L, enable_fake_device().str().c_str());
+  return 1;
+}
+
 int bv_cuda_available(lua_State* L) {
   lua_pushboolean(L, cuda_available());
   return 1;
@@ -161,6 +169,7 @@ int open_native(lua_State* L) {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
       BV_FN("memory", bv_memory),
+      BV_FN("_fake_device", bv_fake_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),
       BV_FN("fullmatch", bv_fullmatch),

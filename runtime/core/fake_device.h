@@ -5,7 +5,8 @@
 // where the CPU kernels would have quietly computed. So a training step whose parameters and
 // batch are on the fake device proves that nothing in it is created on, or moved to, the CPU.
 // Its kernels are registered when the program loads, but no tensor can be put on it until
-// enable_fake_device() names the backend: bv.device("fake") with BV_TEST_DEVICE=1, or
+// enable_fake_device() names the backend: bv.device("fake") with BV_TEST_DEVICE=1 (so that
+// `bvlua train --device fake` is never a user's accident), bv._fake_device() in Lua tests, or
 // tests/cpp/fake_device_test.cpp.
 //
 // Why not the meta device: it has no data, so a step cannot compare its numbers with the CPU's,

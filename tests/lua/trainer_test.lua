@@ -147,10 +147,7 @@ end)
 -- that meets a CPU tensor among device ones fails. A whole run there (steps, logs, a checkpoint,
 -- an evaluation, a resume) shows that the trainer leaves nothing on the CPU by mistake.
 T.test("on a device (the fake one): the same run as on the CPU, resumed there too", function()
-  if os.getenv("BV_TEST_DEVICE") ~= "1" then
-    error("this test needs BV_TEST_DEVICE=1 (CTest sets it) for the fake device", 0)
-  end
-  local device = bv.device("fake")
+  local device = bv._fake_device()
   local cpu, dev, parts = tmp .. "/on_cpu", tmp .. "/on_dev", tmp .. "/on_dev_parts"
   local cfg = config(6)
   cfg.mixup = {p = 0.2}  -- its random stream stays on the host; the images it mixes do not
