@@ -282,7 +282,7 @@ train::StepOptions check_step_options(lua_State* L, int arg, Rng** rng) {
 }
 
 void push_gradients(lua_State* L, const train::Gradients& g) {
-  lua_pushnumber(L, g.loss);
+  push_tensor(L, g.loss);
   lua_createtable(L, 0, static_cast<int>(g.grads.size()));
   for (auto& [name, t] : g.grads) {
     push_tensor(L, t);
@@ -293,7 +293,7 @@ void push_gradients(lua_State* L, const train::Gradients& g) {
 // bv._models.loss_and_grads(model, params, images, labels [, opts])
 //   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...),
 //           autocast = "bfloat16" (or "float16"; default float32)}
-//   -> loss (number), grads (table name -> tensor)
+//   -> loss (a scalar tensor on the parameters' device), grads (table name -> tensor)
 int models_loss_and_grads(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);
   models::Params params = check_params(L, 2);
@@ -306,7 +306,7 @@ int models_loss_and_grads(lua_State* L) {
 
 // bv._models.lm_loss_and_grads(model, params, image, text, mask_ar, mask_loss
 //                              [, {label_smoothing = 0, accum_steps = 1, autocast = ...}])
-//   -> loss (number), grads: the prefix-LM step of big_vision's PaliGemma trainer.
+//   -> loss (scalar tensor), grads: the prefix-LM step of big_vision's PaliGemma trainer.
 int models_lm_loss_and_grads(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);
   models::Params params = check_params(L, 2);

@@ -172,7 +172,7 @@ int optim_new(lua_State* L) {
 }
 
 // opt:update(params, grads [, {norms = false}]) -> {l2_grads=, l2_updates=, l2_params=,
-// global_schedule={...}}; with norms = false, l2_updates and l2_params are left out (cheaper).
+// global_schedule={...}}; with norms = false the norms are left out (no host sync, and cheaper).
 int optim_update(lua_State* L) {
   optim::Optimizer& opt = check_optimizer(L, 1);
   auto params = check_named_tensors(L, 2, "params");
@@ -187,9 +187,9 @@ int optim_update(lua_State* L) {
   // The tensors share the Lua ones' storage: params change in place.
   optim::UpdateMetrics m = opt.update(params, grads, all_norms);
   lua_createtable(L, 0, 4);
-  lua_pushnumber(L, m.l2_grads);
-  lua_setfield(L, -2, "l2_grads");
   if (all_norms) {
+    lua_pushnumber(L, m.l2_grads);
+    lua_setfield(L, -2, "l2_grads");
     lua_pushnumber(L, m.l2_updates);
     lua_setfield(L, -2, "l2_updates");
     lua_pushnumber(L, m.l2_params);

@@ -71,7 +71,8 @@ local PALIGEMMA = "proj.paligemma.paligemma"
 -- text =, mask_ar =, mask_loss =} (the prefix-LM loss). opts = {loss = "sigmoid_xent" |
 -- "softmax_xent" (classifiers), label_smoothing = 0 (PaliGemma), accum_steps = 1,
 -- mixup_p = 0 and rng (classifiers), autocast = "bfloat16" | "float16" | nil}.
--- Returns the batch's mean loss (a number) and name -> gradient.
+-- Returns the batch's mean loss, a scalar tensor left on the parameters' device (loss:item()
+-- reads it: a host sync, which the trainers do at log steps only), and name -> gradient.
 function Model:loss_and_grads(params, batch, opts)
   opts = opts or {}
   if type(batch) ~= "table" or not bv.is_tensor(batch.image) then

@@ -272,9 +272,10 @@ function Sharding:owned(params)
   return out
 end
 
--- loss, grads = fn(params) on this rank's part of the batch, made global: the loss and the
--- gradients are averaged over ranks (fsdp's during the backward, at their owners; the others
--- by one all-reduce per dtype). Returns the gradients of what this rank owns.
+-- loss, grads = fn(params) on this rank's part of the batch, made global: the loss (a scalar
+-- tensor) and the gradients are averaged over ranks (fsdp's during the backward, at their
+-- owners; the others, with the loss, by one all-reduce per dtype: bv.dist cuts it into buckets).
+-- Nothing is read on the host. Returns the loss and the gradients of what this rank owns.
 function Sharding:gradients(params, fn)
   local loss, grads
   if self.fsdp then
@@ -285,18 +286,21 @@ function Sharding:gradients(params, fn)
   end
   if self.world == 1 then return loss, grads end
   local by_dtype = {}
+  local function add(t)
+    local d = t:dtype()
+    by_dtype[d] = by_dtype[d] or {}
+    table.insert(by_dtype[d], t)
+  end
+  loss = loss:reshape({1}):clone()  -- its own storage: reduced in place with the gradients
+  add(loss)
   for _, name in ipairs(sorted_keys(grads)) do
-    if self.kind[name] ~= "fsdp" then
-      local d = grads[name]:dtype()
-      by_dtype[d] = by_dtype[d] or {}
-      table.insert(by_dtype[d], grads[name])
-    end
+    if self.kind[name] ~= "fsdp" then add(grads[name]) end
   end
   for _, d in ipairs(sorted_keys(by_dtype)) do self.group:all_reduce(by_dtype[d], {mean = true}) end
   for name in pairs(grads) do
     if self.kind[name] == "zero1" and not self:updates(name, self.rank) then grads[name] = nil end
   end
-  return self:mean(loss), grads
+  return loss:reshape({}), grads
 end
 
 -- Sum (or mean) of a number over ranks.

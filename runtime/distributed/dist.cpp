@@ -258,7 +258,7 @@ void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& ts) {
 }
 
 // The buffer the backend works on: NCCL needs CUDA tensors (small CPU ones, such as the loss
-// or a stop flag the trainer sums, go to this rank's current device and back). Gloo gets CPU
+// or a stop flag the trainer sums, go to this rank's current device and back). Gloo gets host
 // tensors (a CUDA libtorch without NCCL still trains, just slower) of the dtypes it has;
 // bfloat16 goes as float32, which also sums more exactly.
 at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* op) {
@@ -268,7 +268,9 @@ at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* o
   BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
                t == at::kByte || t == at::kInt || t == at::kLong,
            "dist.", op, ": the gloo backend cannot reduce or send ", t, " tensors");
-  return flat.is_cuda() ? flat.cpu() : flat;
+  // Gloo has no device transport: another device's tensors go through the host and back (NCCL
+  // is the backend for CUDA; this keeps CPU-only collectives usable on any device).
+  return flat.is_cpu() ? flat : flat.cpu();
 }
 
 bool is_loopback(const std::string& addr) {
@@ -410,14 +412,34 @@ int dist_rank(const DistGroup& g) { return g.env.rank; }
 int dist_world_size(const DistGroup& g) { return g.env.world_size; }
 std::string dist_backend(const DistGroup& g) { return g.backend; }
 
-void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) {
-  if (tensors.empty()) return;
-  at::NoGradGuard no_grad;
+namespace {
+
+// Collectives take their tensors in buckets of at most this many bytes, in order (a larger tensor
+// is a bucket of its own): one collective per bucket rather than per tensor, while the flat copy
+// a bucket needs stays small next to the gradients (PyTorch's DDP buckets by 25 MiB).
+constexpr int64_t kBucketBytes = 32 << 20;
+
+template <typename Fn>
+void for_each_bucket(std::vector<at::Tensor>& tensors, const Fn& fn) {
+  std::vector<at::Tensor> bucket;
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) {
+    int64_t n = t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+    if (!bucket.empty() && bytes + n > kBucketBytes) {
+      fn(bucket);
+      bucket.clear();
+      bytes = 0;
+    }
+    bucket.push_back(t);
+    bytes += n;
+  }
+  if (!bucket.empty()) fn(bucket);
+}
+
+void all_reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) {
   at::Tensor flat = flatten(tensors, "all_reduce");
   BV_CHECK(!mean || at::isFloatingType(flat.scalar_type()),
-           "dist.all_reduce: mean needs "
-           "floating-point tensors, got ",
-           flat.scalar_type());
+           "dist.all_reduce: mean needs floating-point tensors, got ", flat.scalar_type());
   if (g.comm) {
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
     ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM
@@ -429,11 +451,7 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) 
   unflatten(flat, tensors);
 }
 
-void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
-  BV_CHECK(root >= 0 && root < g.env.world_size, "dist.broadcast: root ", root,
-           " is not a rank of this group (0 to ", g.env.world_size - 1, ")");
-  if (tensors.empty()) return;
-  at::NoGradGuard no_grad;
+void broadcast_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   at::Tensor flat = flatten(tensors, "broadcast");
   if (g.comm) {
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "broadcast")};
@@ -447,11 +465,7 @@ void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   if (g.env.rank != root) unflatten(flat, tensors);
 }
 
-void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
-  BV_CHECK(root >= 0 && root < g.env.world_size, "dist.reduce: root ", root,
-           " is not a rank of this group (0 to ", g.env.world_size - 1, ")");
-  if (tensors.empty()) return;
-  at::NoGradGuard no_grad;
+void reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   at::Tensor flat = flatten(tensors, "reduce");
   if (g.comm) {
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "reduce")};
@@ -463,6 +477,30 @@ void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
     if (g.env.rank == root && !bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   if (g.env.rank == root) unflatten(flat, tensors);
+}
+
+void check_root(const DistGroup& g, int root, const char* op) {
+  BV_CHECK(root >= 0 && root < g.env.world_size, "dist.", op, ": root ", root,
+           " is not a rank of this group (0 to ", g.env.world_size - 1, ")");
+}
+
+}  // namespace
+
+void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean) {
+  at::NoGradGuard no_grad;
+  for_each_bucket(tensors, [&](std::vector<at::Tensor>& b) { all_reduce_bucket(g, b, mean); });
+}
+
+void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
+  check_root(g, root, "broadcast");
+  at::NoGradGuard no_grad;
+  for_each_bucket(tensors, [&](std::vector<at::Tensor>& b) { broadcast_bucket(g, b, root); });
+}
+
+void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
+  check_root(g, root, "reduce");
+  at::NoGradGuard no_grad;
+  for_each_bucket(tensors, [&](std::vector<at::Tensor>& b) { reduce_bucket(g, b, root); });
 }
 
 void dist_barrier(DistGroup& g) {

@@ -49,9 +49,9 @@ int dist_world_size(const DistGroup& g);
 std::string dist_backend(const DistGroup& g);  // "gloo" or "nccl"
 
 // All-reduces (sum) `tensors` in place across the group; mean = true divides by the world size
-// (floating-point tensors only). The tensors must share a dtype and a device; they travel as one
-// flat buffer, so N small tensors cost one collective. NCCL needs CUDA tensors; Gloo takes CPU
-// ones (CUDA tensors go through a CPU copy).
+// (floating-point tensors only). The tensors must share a dtype and a device; they travel in
+// flat buffers of up to 32 MiB (buckets), so N small tensors cost one collective. NCCL takes CUDA
+// tensors where they are; Gloo takes host ones (another device's go through a host copy).
 void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).

@@ -44,14 +44,14 @@ void check_pattern(const std::string& pattern, const std::string& what) {
 
 // Σ sum(t²) over `ts` as a float32 0-dim tensor (on the tensors' device); 0 for none. One read of
 // each tensor (norm, then square the scalar) rather than materialising t².
-at::Tensor sum_squares(const std::vector<at::Tensor>& ts) {
+at::Tensor sum_squares(const std::vector<at::Tensor>& ts, c10::Device device) {
   at::Tensor total;
   for (const auto& t : ts) {
     at::Tensor s = t.scalar_type() == at::kFloat ? t.norm() : t.to(at::kFloat).norm();
     s = s * s;
     total = total.defined() ? total + s.to(total.device()) : s;
   }
-  return total.defined() ? total : at::zeros({}, at::kFloat);
+  return total.defined() ? total : at::zeros({}, at::TensorOptions(at::kFloat).device(device));
 }
 
 // State shaped like its parameter takes the parameter's strides: a model may keep parameters in
@@ -290,16 +290,22 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
     if (m.counted(leaf)) trainable_grads.push_back(g[i]);
   }
 
+  // The parameters' device (a process that owns none of them under fsdp still sums its zero there).
+  c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.begin()->second.device();
   // l2_grads and gradient clipping both see the non-frozen gradients only. With fsdp each
-  // process holds a part: the squares are summed over processes.
+  // process holds a part: the squares are summed over processes, in float64 on the device (the
+  // collective takes device tensors). Nothing here reads a value on the host: the norms stay on
+  // the device until the metrics below, at the steps that log them.
   auto global_norm = [&](const std::vector<at::Tensor>& ts) {
-    at::Tensor sq = sum_squares(ts);
+    at::Tensor sq = sum_squares(ts, device);
     if (!m.sum_over_processes) return sq.sqrt();
-    at::Tensor wide = sq.to(at::kCPU, at::kDouble).reshape({1});
+    at::Tensor wide = sq.to(at::kDouble).reshape({1});
     m.sum_over_processes(wide);
-    return wide.reshape({}).to(sq.device(), at::kFloat).sqrt();
+    return wide.reshape({}).to(at::kFloat).sqrt();
   };
-  at::Tensor grad_norm = global_norm(trainable_grads);
+  // Clipping needs the norm at every step; otherwise it is computed at the steps that log it.
+  at::Tensor grad_norm;
+  if (m.clip_norm || all_norms) grad_norm = global_norm(trainable_grads);
   std::vector<float> sched(m.schedules.size());
   for (size_t s = 0; s < sched.size(); ++s) sched[s] = m.schedules[s](m.count);
 
@@ -311,8 +317,7 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
       at::Tensor gi = g[i];
       if (m.clip_norm) {
         // optax.clip_by_global_norm: g / ||g|| * c once ||g|| reaches c.
-        at::Tensor norm = grad_norm.to(gi.device());
-        gi = at::where(norm < *m.clip_norm, gi, gi / norm * *m.clip_norm);
+        gi = at::where(grad_norm < *m.clip_norm, gi, gi / grad_norm * *m.clip_norm);
       }
       // Δθ = -sched(k) * (lr * lr_mult * opt(g) + wd * wd_mult * θ), in optax's chain order.
       // The scalars are folded first, so that the update is one or two passes over memory.
@@ -330,16 +335,16 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
 
   UpdateMetrics metrics;
   if (all_norms) {
-    // One transfer for the three norms.
-    at::Tensor norms = at::stack({grad_norm.to(at::kCPU), global_norm(updates).to(at::kCPU),
-                                  global_norm(all_params).to(at::kCPU)});
+    // One transfer for the three norms: the step's one host read, at the steps that log.
+    at::Tensor norms =
+        at::stack({grad_norm, global_norm(updates), global_norm(all_params)}).to(at::kCPU);
     auto acc = norms.accessor<float, 1>();
     metrics.l2_grads = acc[0];
     metrics.l2_updates = acc[1];
     metrics.l2_params = acc[2];
   } else {
-    metrics.l2_grads = grad_norm.to(at::kCPU).item<float>();
-    metrics.l2_updates = metrics.l2_params = std::numeric_limits<double>::quiet_NaN();
+    metrics.l2_grads = metrics.l2_updates = metrics.l2_params =
+        std::numeric_limits<double>::quiet_NaN();
   }
   metrics.global_schedule.assign(sched.begin(), sched.end());
   return metrics;

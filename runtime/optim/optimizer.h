@@ -42,9 +42,9 @@ struct ScheduleContext {
   // fsdp (lib/bv/sharding.lua): this process's optimizer holds only the parameters it updates,
   // some of them as row blocks of a larger tensor; the others' gradients are not here. The
   // global norms (l2_grads, which clipping uses, l2_updates and l2_params) are then sums over
-  // processes: `sum_over_processes` adds a small float64 CPU tensor over them in place. The
-  // `replicated` parameters are the same on every process and count once, where
-  // `count_replicated` is set (one process).
+  // processes: `sum_over_processes` adds a one-element float64 tensor on the parameters' device
+  // over them in place. The `replicated` parameters are the same on every process and count
+  // once, where `count_replicated` is set (one process).
   std::function<void(at::Tensor&)> sum_over_processes;
   std::set<std::string> replicated;
   bool count_replicated = true;
@@ -70,9 +70,9 @@ class Optimizer {
   ~Optimizer();
 
   // One update: params (name -> tensor, changed in place) from grads (name -> tensor; frozen
-  // parameters may be missing). Increments count(). l2_grads is always computed (the NaN guard
-  // and clipping need it); l2_updates and l2_params only with `all_norms` (else NaN), as each is
-  // one more pass over every parameter and a trainer needs them at log steps only. With sharded
+  // parameters may be missing). Increments count(). The norms only with `all_norms` (else NaN):
+  // reading them is a host sync, each is a pass over every parameter, and a trainer needs them
+  // at log steps only (clipping computes l2_grads on the device at every step). With sharded
   // state, parameters owned elsewhere are left as they are and l2_updates covers the owned ones.
   UpdateMetrics update(std::map<std::string, at::Tensor>& params,
                        const std::map<std::string, at::Tensor>& grads, bool all_norms = true);

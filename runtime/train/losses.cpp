@@ -47,7 +47,9 @@ at::Tensor per_example_loss(const std::string& name, const at::Tensor& logits,
 }
 
 void mixup(at::Generator& gen, double p, at::Tensor& images, at::Tensor& labels) {
-  // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws.
+  // a ~ Beta(p, p) as G1 / (G1 + G2) with two Gamma(p) draws. `gen` is a host stream (its
+  // state goes into checkpoints as it is on every device): the draw is a host computation on
+  // two numbers, not a device sync, and `a` reaches the device's kernels as a scalar argument.
   at::Tensor g = at::_standard_gamma(at::full({2}, p, at::kDouble), gen);
   double a = (g[0] / g.sum()).item<double>();
   a = std::max(a, 1 - a);
@@ -91,7 +93,7 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
     }
     at::Tensor loss = loss_of(logits, i * micro, micro) / opts.accum_steps;
     loss.backward();
-    out.loss += loss.item<double>();
+    out.loss = out.loss.defined() ? out.loss + loss.detach() : loss.detach();
   }
   for (const auto& [name, p] : params) {
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();

@@ -46,7 +46,9 @@ struct StepOptions {
 };
 
 struct Gradients {
-  double loss = 0;                          // mean over the whole batch
+  // The mean over the whole batch: a float32 scalar on the parameters' device, left there (reading
+  // it is a host sync; the trainers read it at the steps that log).
+  at::Tensor loss;
   std::map<std::string, at::Tensor> grads;  // name -> gradient (params that got one)
 };
 

@@ -33,6 +33,7 @@ T.test("a few steps of gradient descent lower the loss", function()
   local first, last
   for step = 1, 15 do
     local loss, g = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
+    loss = loss:item()  -- a scalar tensor on the parameters' device
     first = first or loss
     last = loss
     for k, v in pairs(g) do p[k]:copy_(p[k] - 0.1 * v) end
@@ -46,7 +47,7 @@ T.test("accum_steps gives the full batch's gradient", function()
   local y = bv.tensor({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, "float32")
   local l1, g1 = m:loss_and_grads(p, {image = x, labels = y})
   local l3, g3 = m:loss_and_grads(p, {image = x, labels = y}, {accum_steps = 3})
-  T.near(l3, l1, 1e-6)
+  T.near(l3:item(), l1:item(), 1e-6)
   for k, v in pairs(g1) do T.truthy(g3[k]:allclose(v, 1e-4, 1e-6), k) end
   T.raises(function() m:loss_and_grads(p, {image = x, labels = y}, {accum_steps = 4}) end,
            "not divisible by accum_steps 4")
@@ -64,6 +65,7 @@ T.test("bf16 autocast: close to float32, not equal; gradients stay float32", fun
     local l32, g32 = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
     local l16, g16 = m:loss_and_grads(p, {image = x, labels = y},
                                       {loss = "softmax_xent", autocast = "bfloat16"})
+    l32, l16 = l32:item(), l16:item()
     T.truthy(l16 ~= l32, name .. ": bf16 gave exactly the float32 loss (autocast off?)")
     T.near(l16, l32, 0.02 * l32, name .. " loss")
     for k, g in pairs(g32) do
@@ -75,7 +77,7 @@ T.test("bf16 autocast: close to float32, not equal; gradients stay float32", fun
     end
     -- The scope ends with the step: a plain forward afterwards is float32 again.
     local again = m:loss_and_grads(p, {image = x, labels = y}, {loss = "softmax_xent"})
-    T.eq(again, l32)
+    T.eq(again:item(), l32)
   end
   T.raises(function()
     local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
@@ -90,6 +92,7 @@ T.test("mixup draws from the given stream", function()
   local a = m:loss_and_grads(p, {image = x, labels = y}, {mixup_p = 0.2, rng = bv.rng(5)})
   local b = m:loss_and_grads(p, {image = x, labels = y}, {mixup_p = 0.2, rng = bv.rng(5)})
   local plain = m:loss_and_grads(p, {image = x, labels = y})
+  a, b, plain = a:item(), b:item(), plain:item()
   T.eq(a, b)
   T.truthy(a ~= plain, "mixup changes the loss")
 end)

@@ -24,7 +24,8 @@ options:
   --device NAME          the device each process trains on: auto (cuda:LOCAL_RANK when a GPU
                          is available, else cpu), cpu, cuda or cuda:N; also config.device.
                          Asking for a GPU that is not there is an error
-  --backend NAME         the c10d backend: gloo, nccl or auto (nccl for CUDA, else gloo)
+  --backend NAME         the c10d backend: gloo, nccl or auto (default: nccl when training on
+                         CUDA, gloo on the CPU)
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
                          err (and run, the workdir); exit with code 1 when it ends
@@ -98,6 +99,13 @@ function M.main(argv)
   -- The device, checked before anything is written or launched: a GPU asked for and not there
   -- fails here. (--device wins over config.device; the trainers read run.device.)
   local device = bv.device(opts.device or cfg.device or "auto")
+  -- The collectives' backend follows the device: NCCL (auto: when compiled in) for CUDA
+  -- tensors, Gloo for host ones (and for the test device, through host copies).
+  local backend = opts.backend or (device:match("^cuda") and "auto" or "gloo")
+  if backend == "nccl" and not device:match("^cuda") then
+    error(string.format("--backend nccl moves CUDA tensors, but this run trains on %s "
+                        .. "(--device cuda, or --backend gloo)", device), 0)
+  end
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
   if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
@@ -116,7 +124,7 @@ function M.main(argv)
   local env = bv.dist.env()
   if env.world_size > 1 then
     -- One of several processes: join the group; rank 0 alone writes files and the terminal.
-    run.group = bv.dist.init{backend = opts.backend or "auto",
+    run.group = bv.dist.init{backend = backend,
                              timeout = tonumber(os.getenv("BV_DIST_TIMEOUT") or "") or 300}
     run.rank, run.world = run.group:rank(), run.group:world_size()
   end

@@ -1,7 +1,8 @@
 -- The classification trainer: big_vision's train.py, in Lua. Read top to bottom:
 --   data -> model -> optimizer -> resume | model_init | scratch -> loop -> done.
 -- A step: loss and gradients (model:loss_and_grads: forward, loss and backward in one native
--- call), the update (opt:update), the NaN guard, the log, then checkpoints and evaluations.
+-- call), the update (opt:update), the log with the NaN guard (at log steps: reading the loss is
+-- a host sync), then checkpoints and evaluations.
 -- Metrics go to WORKDIR/big_vision_metrics.txt with big_vision's names. What the trainers share
 -- is in bv.trainers.utils, whose header lists the fields of the trainer state.
 local utils = require "bv.trainers.utils"
@@ -61,8 +62,7 @@ return function(config, workdir, run)
     local log_now = utils.log_now(state, step)
     local m = opt:update(shard:owned(params), grads, {norms = log_now})
     shard:sync_params(params)  -- zero1: the owners broadcast what they updated
-    utils.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
-    if log_now then utils.log_training(state, step, loss, m) end
+    if log_now then utils.log_training(state, step, loss, m) end  -- reads the loss: NaN guard
     local stopped = utils.end_of_step(state, step, params, loss)  -- checkpoint, stop, evals
     if stopped then return stopped end
   end

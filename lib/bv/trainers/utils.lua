@@ -16,8 +16,7 @@
 --     local log_now = utils.log_now(state, step)
 --     local m = opt:update(shard:owned(params), grads, {norms = log_now})
 --     shard:sync_params(params)
---     utils.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
---     if log_now then utils.log_training(state, step, loss, m) end
+--     if log_now then utils.log_training(state, step, loss, m) end  -- reads loss: NaN guard
 --     local stopped = utils.end_of_step(state, step, params, loss)
 --     if stopped then return stopped end
 --   end
@@ -43,7 +42,8 @@
 --                          hold besides params and opt, e.g. mixup's rng (resume_or_init)
 --   evals                  the evaluators of config.evals (evaluators)
 --   last_checked           the last step the NaN guard passed (check_finite)
---   logged_step            the last step whose training metrics were logged (log_training)
+--   logged_step, logged_loss   the last step whose training metrics were logged, and its loss
+--                          (log_training); the progress line shows that loss
 local chrono = require "bv.chrono"
 local evaluators = require "bv.evaluators"
 local json = require "bv.json"
@@ -82,14 +82,14 @@ function M.start(config, workdir, run)
   state.progress = progress.new()
   log.setup({rank = shard.rank, progress = state.progress})
   -- The device (bv.device, resolved by `bvlua train`): parameters, batches and the optimizer's
-  -- state live there (M.to_device). Several processes on a device other than the CPU need
-  -- NCCL's collectives on device tensors, which are not wired yet: refused, not run on the CPU.
+  -- state live there (M.to_device), and collectives take them there (bv.dist: NCCL on CUDA).
   state.device = run.device or "cpu"
-  if state.device ~= "cpu" and shard.world > 1 then
-    error(string.format("device %s with %d processes: several processes train on the CPU only "
-                        .. "for now (--device cpu)", state.device, shard.world), 0)
+  if shard.world > 1 then
+    log.note("Training on %s (%d threads), rank %d of %d, collectives by %s", state.device,
+             bv.threads(), shard.rank, shard.world, run.group:backend())
+  else
+    log.note("Training on %s (%d threads)", state.device, bv.threads())
   end
-  log.note("Training on %s (%d threads)", state.device, bv.threads())
   -- The clock (program time starts here) and the memory it logs at log steps.
   state.chrono = chrono.new({memory = function(measure)
     chrono.log_memory(measure)  -- y/hostmem/*, as big_vision
@@ -299,9 +299,12 @@ function M.log_now(state, step)
   return chrono.itstime(step, state.log_every, state.total_steps) or state.chrono.warmup > 0
 end
 
--- big_vision's NaN guard, here on every step: each {name, value} given, in order, must be
--- finite, else the run stops with an error naming the value and the steps since the last check
--- (what is already checkpointed stays as it is).
+-- big_vision's NaN guard, where values are read on the host anyway: at log steps (as
+-- big_vision) and before a checkpoint is written (so none holds the parameters of a run that
+-- went bad). Reading the loss on every step would stall the device once per step; a NaN
+-- persists in the parameters, so the next read finds it. Each {name, value} given, in order,
+-- must be finite, else the run stops with an error naming the value and the steps since the
+-- last check (what is already checkpointed stays as it is).
 function M.check_finite(state, step, ...)
   for _, named in ipairs({...}) do
     local name, x = named[1], named[2]
@@ -315,10 +318,13 @@ end
 
 -- The training metrics of step `step`, with big_vision's names and in its order: the
 -- learning-rate schedules, training_loss, the trainer's own `extra_metrics` ({name, value}
--- pairs), the global norms; then the chrono's tick (speed, progress, epoch, ...).
--- m: what opt:update returned with norms = true.
+-- pairs), the global norms; then the chrono's tick (speed, progress, epoch, ...). The loss (a
+-- scalar tensor on the device) and the norms are read here, the step's one host sync, and
+-- pass the NaN guard first. m: what opt:update returned with norms = true.
 function M.log_training(state, step, loss, m, extra_metrics)
   local mw = state.mw
+  loss = loss:item()
+  M.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
   for i, s in ipairs(m.global_schedule) do
     mw:measure("global_schedule" .. (i > 1 and tostring(i - 1) or ""), s)
   end
@@ -328,14 +334,16 @@ function M.log_training(state, step, loss, m, extra_metrics)
   mw:measure("l2_params", m.l2_params)
   mw:measure("l2_updates", m.l2_updates)
   state.chrono:tick(step)
-  state.logged_step = step
+  state.logged_step, state.logged_loss = step, loss
 end
 
 -- big_vision's checkpoint save: params, the optimizer state and the checkpoint_extras, with
 -- the chrono and the data position. Every rank calls it (the optimizer state may be spread
 -- over ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
-local function save_checkpoint(state, params, step, keep)
+-- The NaN guard runs first, on this step's loss (every rank has the same).
+local function save_checkpoint(state, params, step, keep, loss)
   local shard = state.shard
+  if state.last_checked < step then M.check_finite(state, step, {"training_loss", loss:item()}) end
   state.chrono:pause()
   local opt_state = shard:full_opt_state(state.opt, state.full_spec)
   params = shard:full_params(params)
@@ -355,16 +363,17 @@ end
 -- The end of step `step`, the same in every trainer: the progress line (every step on a
 -- terminal, the logged steps in a log), a checkpoint when one is due or a stop was asked for
 -- (on any rank), then the evaluators that are due. Returns {stopped = step} when the run must
--- end here (the trainer returns it), else nil.
+-- end here (the trainer returns it), else nil. loss: the step's, a scalar tensor.
 function M.end_of_step(state, step, params, loss)
   if state.rank == 0 and (state.logged_step == step or state.progress.tty) then
-    state.progress:step(step, {loss = loss, img_per_sec = state.chrono.img_per_sec,
+    -- The loss of the last logged step: reading this step's would be a host sync per step.
+    state.progress:step(step, {loss = state.logged_loss, img_per_sec = state.chrono.img_per_sec,
                                eta = state.chrono.eta})
   end
   local stop = state.shard:stop_requested() or (state.run.stop_after == step and "stop_after")
   local keep = chrono.itstime(step, state.keep_every, state.total_steps, {first = false})
   if stop or keep or chrono.itstime(step, state.ckpt_every, state.total_steps) then
-    save_checkpoint(state, params, step, keep)
+    save_checkpoint(state, params, step, keep, loss)
   end
   if stop then
     state.mw:step_end()

@@ -59,8 +59,7 @@ return function(config, workdir, run)
     local log_now = utils.log_now(state, step)
     local m = opt:update(shard:owned(params), grads, {norms = log_now})
     shard:sync_params(params)  -- zero1: the owners broadcast what they updated
-    utils.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
-    if log_now then
+    if log_now then  -- reads the loss (the NaN guard) and the norms
       utils.log_training(state, step, loss, m, supervised_seqlens(shard, batch))
     end
     local stopped = utils.end_of_step(state, step, params, loss)  -- checkpoint, stop, evals
