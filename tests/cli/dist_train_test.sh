@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process training over Gloo (bv.sharding): for the same global batch and seed, 2 processes
-# (replicate, fsdp, zero1; a scanned model whose layers fsdp gives to different ranks) end with
-# the 1-process parameters; fsdp holds about half the parameters and optimizer state per rank,
+# (replicate, fsdp, zero1; a scanned model whose layers fsdp gives to different ranks; fsdp and
+# zero1 on the test device) end with the 1-process parameters; fsdp holds about half the parameters and optimizer state per rank,
 # zero1 half the optimizer state; checkpoints resume on another number of processes; a killed
 # rank stops the run.
 # Usage: dist_train_test.sh path/to/bvlua
@@ -64,6 +64,13 @@ train s2to1 2 "$FSDP" $SCAN --config.total_steps=4
 train s2to1 1 $SCAN
 train one_accum 1 --config.accum_steps=2         # micro-batches: fetched values are reused
 train fsdp_accum 2 "$FSDP" --config.accum_steps=2
+# On the test device (core/fake_device.h: an op that meets a CPU tensor among its own fails), as
+# on GPUs: parameters, gradients, optimizer state and batches off the host, fsdp by layers and
+# zero1, their collectives through host copies (Gloo has no device transport; NCCL on CUDA).
+BV_TEST_DEVICE=1 train fsdp_scan_dev 2 "$FSDP" $SCAN --device fake
+BV_TEST_DEVICE=1 train zero1_dev 2 "$ZERO1" --device fake
+grep -q "NOTE: Training on fake:0 .*rank 0 of 2, collectives by gloo" "$TMP/out" \
+  || fail "the first NOTE names the device, the rank and the backend"
 
 # Parameters and optimizer state against the 1-process run. float32 sums in another order differ
 # in the last bits; momentum_hp keeps its momentum in bfloat16, where such a difference can round
@@ -71,7 +78,8 @@ train fsdp_accum 2 "$FSDP" --config.accum_steps=2
 "$BVLUA" -e "
 for _, pair in ipairs({{'rep', 'one'}, {'fsdp', 'one'}, {'a2to1', 'one'}, {'a1to2', 'one'},
                       {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}, {'s2to1', 'one_scan'},
-                      {'fsdp_accum', 'one_accum'}}) do
+                      {'fsdp_accum', 'one_accum'}, {'fsdp_scan_dev', 'one_scan'},
+                      {'zero1_dev', 'one'}}) do
   local w, ref = pair[1], bv.ckpt.load('$TMP/' .. pair[2])
   assert(ref.step == 8, 'the 1-process run ended at step ' .. ref.step)
   local ck = bv.ckpt.load('$TMP/' .. w)
@@ -137,7 +145,8 @@ local function norms(w)
   end
   return out
 end
-for _, pair in ipairs({{'fsdp', 'one'}, {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}}) do
+for _, pair in ipairs({{'fsdp', 'one'}, {'zero1', 'one'}, {'fsdp_scan', 'one_scan'},
+                      {'fsdp_scan_dev', 'one_scan'}, {'zero1_dev', 'one'}}) do
   local a, b = norms(pair[1]), norms(pair[2])
   for step = 1, 8 do
     for k, v in pairs(b[step]) do

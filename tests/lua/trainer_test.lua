@@ -110,6 +110,15 @@ T.test("the NaN guard checks values in the order given, over the steps since the
   T.eq(state.last_checked, 5)
 end)
 
+T.test("no checkpoint of a run gone bad: the NaN guard runs before a save", function()
+  -- Between log steps the loss stays on the device; a due checkpoint reads it first.
+  local utils = require "bv.trainers.utils"
+  local state = {rank = 1, run = {}, last_checked = 1, keep_every = 0, ckpt_every = 3,
+                 total_steps = 10, shard = {stop_requested = function() return false end}}
+  T.raises(function() utils.end_of_step(state, 3, {}, bv.tensor(0 / 0)) end,
+           "training_loss became nan or inf somewhere within steps [2, 3]")
+end)
+
 -- What a run prints on stdout (bv.log and the progress line write through io.stdout).
 local function stdout_of(fn)
   local buf, real = {}, io.stdout
