@@ -385,7 +385,7 @@ bool bool_field(lua_State* L, int table, const char* name, bool def) {
 
 // bv._data.pipeline{sources = {src...}, pp = {string...}, weights = {w...}, batch_size, workers,
 //   seed, shuffle, shuffle_buffer_size, repeat, prefetch, skip_errors, max_consecutive_errors,
-//   pad_last_batch, position, rank, world, cache_raw, config, requires = {...}}
+//   pad_last_batch, pin_memory, position, rank, world, cache_raw, config, requires = {...}}
 int data_pipeline(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   auto setup = std::make_shared<WorkerSetup>();
@@ -442,6 +442,7 @@ int data_pipeline(lua_State* L) {
   o.skip_errors = bool_field(L, 1, "skip_errors", false);
   o.max_consecutive_errors = opt_int_field(L, 1, "max_consecutive_errors", 20);
   o.pad_last_batch = bool_field(L, 1, "pad_last_batch", false);
+  o.pin_memory = bool_field(L, 1, "pin_memory", false);
   uint64_t position = static_cast<uint64_t>(opt_int_field(L, 1, "position", 0));
 
   void* p = lua_newuserdatauv(L, sizeof(PipelineBox), 0);

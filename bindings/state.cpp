@@ -25,14 +25,15 @@
 
 namespace bv::lua {
 
-void open_fs(lua_State* L);      // fs.cpp
-void open_ops(lua_State* L);     // ops.cpp
-void open_data(lua_State* L);    // data.cpp
-void open_models(lua_State* L);  // models.cpp
-void open_optim(lua_State* L);   // optim.cpp
-void open_losses(lua_State* L);  // losses.cpp
-void open_text(lua_State* L);    // text.cpp
-void open_dist(lua_State* L);    // dist.cpp
+void open_fs(lua_State* L);           // fs.cpp
+void open_ops(lua_State* L);          // ops.cpp
+void open_data(lua_State* L);         // data.cpp
+void open_models(lua_State* L);       // models.cpp
+void open_optim(lua_State* L);        // optim.cpp
+void open_losses(lua_State* L);       // losses.cpp
+void open_text(lua_State* L);         // text.cpp
+void open_dist(lua_State* L);         // dist.cpp
+void open_device_copy(lua_State* L);  // device_copy.cpp
 
 namespace {
 
@@ -165,6 +166,7 @@ int open_native(lua_State* L) {
   open_losses(L);
   open_text(L);
   open_dist(L);
+  open_device_copy(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),

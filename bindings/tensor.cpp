@@ -435,6 +435,12 @@ int t_to(lua_State* L) {
   return 1;
 }
 
+// t:is_pinned(): whether t is in pinned host memory (batches bound for a GPU).
+int t_is_pinned(lua_State* L) {
+  lua_pushboolean(L, check_tensor(L, 1).is_pinned());
+  return 1;
+}
+
 int t_clone(lua_State* L) {
   push_tensor(L, check_tensor(L, 1).clone());
   return 1;
@@ -863,6 +869,7 @@ void open_tensor(lua_State* L) {
       BV_FN("clone", t_clone),
       BV_FN("contiguous", t_contiguous),
       BV_FN("is_contiguous", t_is_contiguous),
+      BV_FN("is_pinned", t_is_pinned),
       BV_FN("format", t_format),
       BV_FN("add", t_add),
       BV_FN("sub", t_sub),

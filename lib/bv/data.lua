@@ -7,7 +7,9 @@
 -- The work happens in native worker threads (bindings/data.cpp, runtime/data/pipeline.cpp),
 -- each with its own Lua state. opts.config ("path.lua[:args]"): each worker runs that config's
 -- register_pp_ops (bv.config.register_pp_ops; not get_config), so the config's own ops exist
--- there; opts.requires: modules each worker requires (ops registered by a module).
+-- there; opts.requires: modules each worker requires (ops registered by a module);
+-- opts.pin_memory: batches stacked in pinned host memory, for a GPU (the trainers set it when
+-- they train on one; see bv.to_device_async).
 local M = {}
 
 -- Keys that belong to one dataset of a mixture (input[name]), never to the top of `input`.
@@ -31,6 +33,7 @@ local function common(opts)
     config = opts.config,
     requires = opts.requires,
     position = opts.position,
+    pin_memory = opts.pin_memory,
   }
 end
 

@@ -20,6 +20,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <set>
 
 namespace bv {
 
@@ -84,7 +85,9 @@ FakeAllocator fake_allocator;
 FakeAllocator& FakeAllocator::instance() { return fake_allocator; }
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &fake_allocator);
 
-// One device, one stream, nothing to wait for.
+// One device whose work is done when it returns (its kernels are the CPU's): one stream, and
+// events that are always complete, so code that overlaps copies with compute through side
+// streams and events (core/device_copy.h) runs here as on a GPU.
 struct FakeGuard final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kFake; }
   c10::Device exchangeDevice(c10::Device) const override { return c10::Device(kFake, 0); }
@@ -94,9 +97,54 @@ struct FakeGuard final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const noexcept override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
   c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  void record(void**, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  void synchronizeEvent(void*) const override {}
 };
+
+// Pinned host memory, as CUDA's host allocator hands out for asynchronous copies: here plain
+// host memory whose pointers are remembered, so that Tensor::is_pinned() says which it is.
+struct FakePinnedAllocator final : c10::Allocator {
+  std::mutex mu;
+  std::set<const void*> live;
+
+  static void release(void* ptr);
+  c10::DataPtr allocate(size_t n) override {
+    void* ptr = n ? c10::alloc_cpu(n) : nullptr;
+    if (ptr) {
+      std::lock_guard<std::mutex> lock(mu);
+      live.insert(ptr);
+    }
+    return {ptr, ptr, &release, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+  bool pinned(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    return live.count(ptr) > 0;
+  }
+};
+
+FakePinnedAllocator fake_pinned;
+
+void FakePinnedAllocator::release(void* ptr) {
+  if (!ptr) return;
+  {
+    std::lock_guard<std::mutex> lock(fake_pinned.mu);
+    fake_pinned.live.erase(ptr);
+  }
+  c10::free_cpu(ptr);
+}
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, FakeGuard);
 
@@ -106,6 +154,8 @@ struct FakeHooks final : at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(kFake, 0); }
+  bool isPinnedPtr(const void* ptr) const override { return fake_pinned.pinned(ptr); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &fake_pinned; }
 };
 
 at::Tensor fake_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,

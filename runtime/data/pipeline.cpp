@@ -203,7 +203,7 @@ bool Pipeline::next(Example* batch) {
       rows.push_back(pad_template_);
       mask.push_back(false);
     }
-    *batch = stack_examples(rows);
+    *batch = stack_examples(rows, opts_.pin_memory);
     at::Tensor m = at::zeros({opts_.batch_size}, at::kBool);
     for (size_t i = 0; i < mask.size(); ++i)
       m[static_cast<int64_t>(i)] = static_cast<bool>(mask[i]);
@@ -211,7 +211,7 @@ bool Pipeline::next(Example* batch) {
     return true;
   }
   if (static_cast<int64_t>(rows.size()) < opts_.batch_size) return false;  // drop the remainder
-  *batch = stack_examples(rows);
+  *batch = stack_examples(rows, opts_.pin_memory);
   return true;
 }
 
@@ -244,9 +244,15 @@ const char* kind_name(Value::Kind k) {
   return "?";
 }
 
+// A batch's tensor, in pinned host memory when asked: the device copy then starts without a
+// staging copy, and does not hold the host while it runs (core/device_copy.h).
+at::Tensor batch_tensor(at::IntArrayRef shape, at::ScalarType dtype, bool pin_memory) {
+  return at::empty(shape, at::TensorOptions(dtype).pinned_memory(pin_memory));
+}
+
 }  // namespace
 
-Example stack_examples(const std::vector<Example>& rows) {
+Example stack_examples(const std::vector<Example>& rows, bool pin_memory) {
   BV_CHECK(!rows.empty(), "data: cannot stack an empty batch");
   Example out;
   for (const auto& [key, first] : rows[0]) {
@@ -272,15 +278,18 @@ Example stack_examples(const std::vector<Example>& rows) {
                    " (pad or resize to one shape before batching)");
           ts.push_back(column[r]->tensor);
         }
-        stacked = Value::of_tensor(at::stack(ts));
+        std::vector<int64_t> shape{static_cast<int64_t>(ts.size())};
+        for (int64_t d : first.tensor.sizes()) shape.push_back(d);
+        at::Tensor out = batch_tensor(shape, first.tensor.scalar_type(), pin_memory);
+        stacked = Value::of_tensor(at::stack_out(out, ts));
         break;
       }
       case Value::Kind::kInt:
       case Value::Kind::kFloat: {
         bool all_int = true;
         for (const Value* v : column) all_int = all_int && v->kind == Value::Kind::kInt;
-        at::Tensor t =
-            at::empty({static_cast<int64_t>(column.size())}, all_int ? at::kLong : at::kFloat);
+        at::Tensor t = batch_tensor({static_cast<int64_t>(column.size())},
+                                    all_int ? at::kLong : at::kFloat, pin_memory);
         for (size_t r = 0; r < column.size(); ++r) {
           const Value* v = column[r];
           if (all_int) {
@@ -293,7 +302,7 @@ Example stack_examples(const std::vector<Example>& rows) {
         break;
       }
       case Value::Kind::kBool: {
-        at::Tensor t = at::empty({static_cast<int64_t>(column.size())}, at::kBool);
+        at::Tensor t = batch_tensor({static_cast<int64_t>(column.size())}, at::kBool, pin_memory);
         for (size_t r = 0; r < column.size(); ++r) t.data_ptr<bool>()[r] = column[r]->b;
         stacked = Value::of_tensor(t);
         break;

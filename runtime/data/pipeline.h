@@ -76,6 +76,9 @@ struct PipelineOptions {
   bool skip_errors = false;
   int64_t max_consecutive_errors = 20;
   bool pad_last_batch = false;  // inference: pad the last batch and add a bool `_mask` key
+  // Stack the batch's tensors in pinned host memory (for batches bound for a GPU: see
+  // core/device_copy.h); needs a device that has it (CUDA, the test device).
+  bool pin_memory = false;
 };
 
 class Pipeline {
@@ -118,8 +121,9 @@ class Pipeline {
 };
 
 // Stacks rows with the same keys: tensors with at::stack, numbers into 1-D tensors, strings and
-// lists into lists. Errors name the key and the row.
-Example stack_examples(const std::vector<Example>& rows);
+// lists into lists; pin_memory: the stacked tensors in pinned host memory. Errors name the key
+// and the row.
+Example stack_examples(const std::vector<Example>& rows, bool pin_memory = false);
 // The same structure filled with zeros, empty strings and empty lists (inference padding).
 Example zeros_like(const Example& ex);
 

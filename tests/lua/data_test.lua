@@ -85,6 +85,21 @@ T.test("a saved position resumes with exactly the same examples and randomness",
   for i = 1, 6 do T.eq(resumed[i], full[4 + i]) end
 end)
 
+T.test("pin_memory: batches for a device are stacked in pinned host memory, and copy there", function()
+  local device = bv._fake_device()  -- a device with pinned memory, as CUDA has (no GPU here)
+  local plain = bv.data.training({data = data_cfg, batch_size = 4}, {seed = 1}):next()
+  local it = bv.data.training({data = data_cfg, batch_size = 4}, {seed = 1, pin_memory = true})
+  local b = it:next()
+  T.truthy(b.x:is_pinned() and b.v:is_pinned(), "pinned")
+  T.truthy(not plain.x:is_pinned(), "not pinned unless asked")
+  T.eq(b.x:totable(), plain.x:totable())
+  T.eq(b.txt, plain.txt)
+  local on_device = bv.to_device_async(b, device):wait()
+  T.eq(on_device.x:device(), device)
+  T.eq(on_device.x:to("cpu"):totable(), plain.x:totable())
+  T.eq(on_device.txt, plain.txt)  -- strings ride along
+end)
+
 T.test("ops a config registers inline exist in the workers", function()
   local count = tmp .. "/get_config_calls"
   local spec = "tests/lua/fixtures/cfg_inline_op.lua:count=" .. count

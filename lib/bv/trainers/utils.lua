@@ -35,6 +35,9 @@
 --   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
 --   first_batch            the first batch: it tells the model the image size; step_start hands
 --                          it out at the first step
+--   next_batch, data_position   the next step's batch on its way to the device (step_start),
+--                          and the data position after the batch being trained on (checkpoints
+--                          save it: the batch read ahead is read again on resuming)
 --   log_every, ckpt_every, keep_every              durations in steps (bv.chrono.steps)
 --   opt, full_spec         this rank's optimizer, the whole one's state_spec (optimizer)
 --   first_step             0, or the step of the checkpoint resumed from (resume_or_init)
@@ -109,12 +112,14 @@ function M.start(config, workdir, run)
   state.batch_size = config.input.batch_size
   state.train_iter, state.ntrain = bv.data.training(config.input, {
     seed = config.seed or 0, config = run.config_file, rank = shard.rank, world = shard.world,
-    position = checkpoint and checkpoint.state.data_position or 0})
+    position = checkpoint and checkpoint.state.data_position or 0,
+    pin_memory = state.device ~= "cpu"})  -- bound for a GPU: stacked where it copies from
   state.total_steps = chrono.steps("total", config, state.ntrain, state.batch_size)
   state.progress.total_steps = state.total_steps
   log.note("Running for %d steps, that means %f epochs", state.total_steps,
            state.total_steps * state.batch_size / state.ntrain)
   state.first_batch = state.train_iter:next()
+  state.data_position = state.train_iter:position()
 
   local function steps(prefix, fallback)
     return chrono.steps(prefix, config, state.ntrain, state.batch_size, state.total_steps,
@@ -282,12 +287,25 @@ function M.initial_evals(state, params)
   state.mw:step_end()
 end
 
--- Step `step` begins: the metrics writer's step and its batch (start's first batch, then the
--- training data's next). run.state follows, for --debug.
+-- Step `step` begins: the metrics writer's step and its batch, on the device (start's first
+-- batch, then the training data's next). The next step's batch is read now and its copy to the
+-- device starts on a side stream, so that it overlaps this step's compute (big_vision
+-- prefetches batches to the devices; bv.to_device_async). run.state follows, for --debug.
 function M.step_start(state, step)
   state.mw:step_start(step)
-  local batch = M.to_device(state, state.first_batch or state.train_iter:next())
-  state.first_batch = nil
+  local batch
+  if state.first_batch then
+    batch = bv.to_device_async(state.first_batch, state.device):wait()
+    state.first_batch = nil
+  else
+    batch, state.data_position = state.next_batch.copy:wait(), state.next_batch.position
+  end
+  state.next_batch = nil
+  if step < state.total_steps then
+    local host = state.train_iter:next()
+    state.next_batch = {copy = bv.to_device_async(host, state.device),
+                        position = state.train_iter:position()}
+  end
   state.run.state.batch, state.run.state.step = batch, step
   return batch
 end
@@ -353,7 +371,7 @@ local function save_checkpoint(state, params, step, keep, loss)
     for name, x in pairs(params) do tensors["params/" .. name] = x end
     for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
     local warnings = bv.ckpt.save(state.workdir, step, tensors, {chrono = state.chrono:state(),
-      world = shard.world, data_position = state.train_iter:position()}, {keep = keep})
+      world = shard.world, data_position = state.data_position}, {keep = keep})
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
   end
