@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "models/gemma.h"
 #include "models/model.h"
 #include "models/remat.h"
@@ -30,6 +32,9 @@ struct GemmaConfig {
   // layer when training (models/remat.h), taken as "nothing_saveable": the numbers are the same.
   std::string remat_policy = "none";
   double final_logits_softcap = 0, attn_logits_softcap = 0;
+  // big_vision's cache_dtype: the KV cache's keys and values are stored in it (bfloat16 halves
+  // a decoding batch's cache); attention reads them back in the queries' dtype.
+  std::optional<at::ScalarType> cache_dtype;
 };
 
 struct Variant {
@@ -105,12 +110,16 @@ GemmaConfig parse_config(const json& cfg) {
              "gemma: dropout=", cfg["dropout"].dump(),
              " is not implemented (only 0, big_vision's default)");
   }
-  for (const char* key : {"cache_dtype", "embed_dtype"}) {
-    if (cfg.contains(key) && !cfg[key].is_null()) {
-      BV_CHECK(cfg[key] == "float32", "gemma: ", key, "=", cfg[key].dump(),
-               " is not implemented "
-               "(only float32; for bf16 compute use config.autocast = \"bfloat16\")");
-    }
+  if (cfg.contains("embed_dtype") && !cfg["embed_dtype"].is_null()) {
+    BV_CHECK(cfg["embed_dtype"] == "float32", "gemma: embed_dtype=", cfg["embed_dtype"].dump(),
+             " is not implemented "
+             "(only float32; for bf16 compute use config.autocast = \"bfloat16\")");
+  }
+  if (cfg.contains("cache_dtype") && !cfg["cache_dtype"].is_null()) {
+    const json& d = cfg["cache_dtype"];
+    BV_CHECK(d == "float32" || d == "bfloat16" || d == "float16", "gemma: cache_dtype=", d.dump(),
+             " is not one of \"float32\", \"bfloat16\", \"float16\"");
+    c.cache_dtype = dtype_from_name(d.get<std::string>());
   }
   BV_CHECK(c.num_heads % c.num_kv_heads == 0, "gemma: num_heads ", c.num_heads,
            " is not a multiple of num_kv_heads ", c.num_kv_heads);
@@ -222,8 +231,8 @@ at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at:
              cache->k[p.i].size(1), " tokens; ", start + T, " do not fit (raise max_len)");
     cache->k[p.i].narrow(1, start, T).copy_(k);
     cache->v[p.i].narrow(1, start, T).copy_(v);
-    k = cache->k[p.i].narrow(1, 0, start + T);
-    v = cache->v[p.i].narrow(1, 0, start + T);
+    k = cache->k[p.i].narrow(1, 0, start + T).to(q.scalar_type());
+    v = cache->v[p.i].narrow(1, 0, start + T).to(q.scalar_type());
   }
   // Grouped heads: query head n = kv head (n / G), as big_vision's (K, G) reshape with K outer.
   int64_t G = N / K;
@@ -339,9 +348,10 @@ at::Tensor prefill(const json& cfg, const Params& params, const at::Tensor& x,
            "gemma: input_mask must be [batch, length]");
   cache->k.clear();
   cache->v.clear();
+  at::TensorOptions kv = x.options().dtype(c.cache_dtype.value_or(x.scalar_type()));
   for (int64_t i = 0; i < c.depth; ++i) {
-    cache->k.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, x.options()));
-    cache->v.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, x.options()));
+    cache->k.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, kv));
+    cache->v.push_back(at::zeros({B, max_len, c.num_kv_heads, c.head_dim}, kv));
   }
   cache->length = 0;
   cache->key_mask = at::zeros({B, max_len}, x.options().dtype(at::kBool));

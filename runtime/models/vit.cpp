@@ -8,9 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <memory>
 #include <set>
 
+#include "core/autocast.h"
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "models/model.h"
 #include "models/remat.h"
 #include "models/vit.h"
@@ -34,6 +37,9 @@ struct ViTConfig {
   // big_vision remats a scanned encoder's layers (policy "nothing_saveable" by default); "none"
   // turns it off. Every other policy is taken as "nothing_saveable": the numbers are the same.
   std::string remat_policy = "nothing_saveable";
+  // big_vision's dtype_mm: the patch embedding and the encoder's matmuls (attention and MLP) in
+  // this dtype; LayerNorms, the residual stream, the MAP head and the head stay float32.
+  std::string dtype_mm = "float32";
   int64_t image_h = 224, image_w = 224;
   int64_t grid_h() const { return image_h / patch_h; }
   int64_t grid_w() const { return image_w / patch_w; }
@@ -120,12 +126,12 @@ ViTConfig parse_config(const json& cfg) {
   if (auto v = get("scan")) c.scan = v->get<bool>();
   if (auto v = get("remat_policy")) c.remat_policy = v->get<std::string>();
   if (auto v = get("image_size")) read_pair(*v, "image_size", &c.image_h, &c.image_w);
-  // big_vision's dtype_mm runs the matmuls in another dtype; here only float32 is, so anything
-  // else is refused rather than silently run in float32.
   if (auto v = get("dtype_mm")) {
-    BV_CHECK(v->is_string() && v->get<std::string>() == "float32", "vit: dtype_mm=", v->dump(),
-             " is not implemented (only \"float32\"); for bfloat16 matmuls set "
-             "config.autocast = \"bfloat16\"");
+    BV_CHECK(v->is_string() &&
+                 (v->get<std::string>() == "float32" || v->get<std::string>() == "bfloat16" ||
+                  v->get<std::string>() == "float16"),
+             "vit: dtype_mm=", v->dump(), " is not one of \"float32\", \"bfloat16\", \"float16\"");
+    c.dtype_mm = v->get<std::string>();
   }
   if (c.mlp_dim == 0) c.mlp_dim = 4 * c.width;
   BV_CHECK(c.posemb == "learn" || c.posemb == "sincos2d", "vit: unknown posemb '", c.posemb,
@@ -405,6 +411,13 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
            image.sizes(), "]");
   auto P = [&](const std::string& name) { return param(params, name, "vit"); };
   Output out;
+  // dtype_mm: libtorch's autocast casts exactly the ops big_vision gives dtype_mm (matmuls and
+  // attention) and keeps LayerNorm in float32; sums with the float32 residual stream promote
+  // back to float32, as jnp's do. Remat's recompute restores the scope (models/remat.cpp).
+  std::unique_ptr<AutocastGuard> mm;
+  if (c.dtype_mm != "float32") {
+    mm = std::make_unique<AutocastGuard>(image.device().type(), dtype_from_name(c.dtype_mm));
+  }
   int64_t n = image.size(0);
   int64_t gh = image.size(1) / c.patch_h, gw = image.size(2) / c.patch_w;
   BV_CHECK(gh > 0 && gw > 0, "vit: images of ", image.size(1), "x", image.size(2),
@@ -431,8 +444,9 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   if (c.pool_type == "tok") x = at::cat({P("cls").expand({n, 1, c.width}), x}, 1);
   if (train && c.dropout > 0) x = at::dropout(x, c.dropout, true);
 
-  x = encoder_forward(params, encoder_of(c), "Transformer", x, train, &out);
+  x = encoder_forward(params, encoder_of(c), "Transformer", x, train, &out).to(at::kFloat);
   out.aux.emplace_back("encoded", x);
+  mm.reset();  // the MAP head and the head are float32, as in big_vision
 
   at::Tensor pooled;
   if (c.pool_type == "gap") {

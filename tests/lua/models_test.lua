@@ -215,6 +215,15 @@ T.test("Gemma decoding with the KV cache gives the full forward pass's logits", 
   T.truthy(padded[{1, 5}]:allclose(full[{1, 3}], 1e-4, 1e-5), "padding takes no position")
   T.truthy(m:extend(p, pcache, bv.tensor({9})):allclose(full[{{1}, 4}], 1e-4, 1e-5), "then extend")
   T.raises(function() bv.models.build("vit", {}):prefill({}, seq) end, "vit does not decode")
+  -- cache_dtype = "bfloat16" (big_vision's knob): keys and values stored in bf16, close to the
+  -- float32 cache's logits but not equal.
+  cfg.cache_dtype = "bfloat16"
+  local m16 = bv.models.build("ppp.gemma", cfg)
+  local l16, c16 = m16:prefill(p, seq[{{}, {1, 3}}], {max_len = 8})
+  local step16 = m16:extend(p, c16, seq[{{}, 4}])
+  T.truthy(not l16:equal(logits), "bf16 cache changed nothing")  -- the prompt reads it too
+  T.truthy(l16:allclose(full[{{}, {1, 3}}], 0.05, 0.05), "bf16 cache far off in prefill")
+  T.truthy(step16:allclose(full[{{}, 4}], 0.05, 0.05), "bf16 cache far off in extend")
 end)
 
 T.test("PaliGemma: 3B count and shapes, the prefix-LM mask", function()
@@ -278,16 +287,37 @@ T.test("SigLIP two towers: tree, init, logits", function()
            "only text_model='proj.image_text.text_transformer'")
 end)
 
+T.test("vit dtype_mm: the encoder's matmuls in bfloat16, LayerNorms and head in float32", function()
+  local x = bv.randn({2, 8, 8, 3}, bv.rng(1))
+  local function run(dtype_mm, pool_type)
+    local m = bv.models.build("vit", {variant = "mu/4", image_size = 8, num_classes = 3,
+                                      head_zeroinit = false, dtype_mm = dtype_mm,
+                                      pool_type = pool_type})
+    local p = m:init(0)
+    return m:apply(p, x, {train = false})
+  end
+  for _, pool in ipairs({"gap", "map"}) do
+    local l32, o32 = run("float32", pool)
+    local l16, o16 = run("bfloat16", pool)
+    T.eq(l16:dtype(), "float32")  -- the head's output
+    T.eq(o16.encoded:dtype(), "float32")  -- the residual stream and the final LayerNorm
+    T.truthy(not l16:equal(l32), pool .. ": dtype_mm changed nothing (not applied?)")
+    local err = (l16 - l32):abs():max():item()
+    T.truthy(err < 0.05 * l32:abs():max():item() + 1e-3, pool .. ": bf16 far off: " .. err)
+  end
+  -- The scope ends with the encoder: what runs afterwards is float32 again.
+  local a = run("float32", "gap")
+  T.truthy(a:equal(run("float32", "gap")), "float32 after a dtype_mm model")
+end)
+
 T.test("failure modes name the culprit", function()
   T.raises(function() bv.models.build("vitt", {}) end, "unknown model 'vitt' (known: vit")
   T.raises(function() bv.models.build("vit", {variant = "Q/16"}) end, "unknown variant 'Q/16'")
   T.raises(function() bv.models.build("vit", {variant = "B/16", pooltype = "map"}) end,
            "unknown config key 'pooltype'")
   T.raises(function() bv.models.build("vit", {pool_type = "max"}) end, "unknown pool_type 'max'")
-  T.raises(function() bv.models.build("vit", {dtype_mm = "bfloat16"}) end,
-           'vit: dtype_mm="bfloat16" is not implemented (only "float32"); for bfloat16 matmuls ' ..
-           'set config.autocast = "bfloat16"')
-  bv.models.build("vit", {variant = "mu/4", image_size = 8, dtype_mm = "float32"})
+  T.raises(function() bv.models.build("vit", {dtype_mm = "int8"}) end,
+           'vit: dtype_mm="int8" is not one of "float32", "bfloat16", "float16"')
   -- Gemma's keys that are not implemented are refused unless at big_vision's defaults.
   local g = {variant = "gemma_2b", width = 16, depth = 1, mlp_dim = 32, num_heads = 2,
              num_kv_heads = 1, head_dim = 8, vocab_size = 32}
@@ -299,8 +329,8 @@ T.test("failure modes name the culprit", function()
   end
   gemma({dropout = 0, embed_dtype = "float32"})
   T.raises(function() gemma({dropout = 0.1}) end, "gemma: dropout=0.1 is not implemented")
-  T.raises(function() gemma({cache_dtype = "bfloat16"}) end,
-           'gemma: cache_dtype="bfloat16" is not implemented')
+  T.raises(function() gemma({cache_dtype = "int4"}) end,
+           'gemma: cache_dtype="int4" is not one of "float32", "bfloat16", "float16"')
   local m = bv.models.build("vit", {variant = "mu/4", num_classes = 2, image_size = 8})
   local p = m:init(0)
   T.raises(function() m:apply(p, bv.zeros({1, 8, 8})) end, "images must be [n, H, W, 3]")
