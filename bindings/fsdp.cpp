@@ -7,6 +7,7 @@
 //   fsdp:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
 //   fsdp:take_grads()        -- name -> gradient of what this rank owns, averaged over ranks
 //   fsdp:gather(name)        -- the whole value, on every rank (collective)
+//   fsdp:prefetched()        -- reads served by a prefetch so far (fsdp.h: the last run's script)
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -85,12 +86,18 @@ int fsdp_owned(lua_State* L) {
   return 1;
 }
 
-// Clears the step's fetched values however fn ends (an error unwinds through here too).
+// Clears the step's fetched values however fn ends (an error unwinds through here too; a
+// prefetch that fails then is not reported over the error that is already on its way).
 struct ResolveScope {
   FsdpParams& fs;
   models::ParamSourceScope scope;
   explicit ResolveScope(FsdpParams& f) : fs(f), scope(&f) {}
-  ~ResolveScope() { fs.clear_cache(); }
+  ~ResolveScope() {
+    try {
+      fs.clear_cache();
+    } catch (const std::exception&) {
+    }
+  }
 };
 
 int fsdp_run(lua_State* L) {
@@ -99,7 +106,14 @@ int fsdp_run(lua_State* L) {
   ResolveScope scope(fs);
   int base = 1;  // results are everything above the userdata
   lua_call(L, lua_gettop(L) - 2, LUA_MULTRET);
+  fs.clear_cache();  // here, where a failed prefetch can raise
   return lua_gettop(L) - base;
+}
+
+// fsdp:prefetched() -> how many reads a prefetch served so far
+int fsdp_prefetched(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).prefetched());
+  return 1;
 }
 
 int fsdp_take_grads(lua_State* L) {
@@ -122,8 +136,13 @@ int fsdp_gather(lua_State* L) {
 // Adds bv.dist.fsdp; the `dist` table is at the top of the stack.
 void open_fsdp(lua_State* L) {
   static const luaL_Reg methods[] = {
-      BV_FN("placeholder", fsdp_placeholder), BV_FN("owned", fsdp_owned),   BV_FN("run", fsdp_run),
-      BV_FN("take_grads", fsdp_take_grads),   BV_FN("gather", fsdp_gather), {nullptr, nullptr},
+      BV_FN("placeholder", fsdp_placeholder),
+      BV_FN("owned", fsdp_owned),
+      BV_FN("run", fsdp_run),
+      BV_FN("take_grads", fsdp_take_grads),
+      BV_FN("gather", fsdp_gather),
+      BV_FN("prefetched", fsdp_prefetched),
+      {nullptr, nullptr},
   };
   luaL_newmetatable(L, kFsdpMeta);
   luaL_newlib(L, methods);

@@ -503,6 +503,51 @@ void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   for_each_bucket(tensors, [&](std::vector<at::Tensor>& b) { reduce_bucket(g, b, root); });
 }
 
+struct PendingBroadcast {
+  DistGroup* group = nullptr;
+  c10::intrusive_ptr<::c10d::Work> work;  // null: nothing to wait for (one process)
+  at::Tensor target, wire;                // wire: what the backend writes (target, or a copy)
+  bool done = false;
+};
+
+std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
+                                                       int root) {
+  check_root(g, root, "broadcast");
+  BV_CHECK(tensor.defined() && tensor.is_contiguous(),
+           "dist.broadcast: an asynchronous broadcast needs a contiguous tensor");
+  auto p = std::make_shared<PendingBroadcast>();
+  p->group = &g;
+  p->target = tensor;
+  if (!g.comm) return p;
+  at::NoGradGuard no_grad;
+  p->wire = wire_buffer(g, tensor.reshape({-1}), "broadcast");
+  std::vector<at::Tensor> bufs{p->wire};
+  ::c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  opts.rootTensor = 0;
+  opts.timeout = g.timeout;
+  try {
+    p->work = g.comm->broadcast(bufs, opts);
+  } catch (const std::exception& e) {
+    fail_collective(g, "broadcast", e.what(), true);
+  }
+  return p;
+}
+
+void dist_wait(PendingBroadcast& p) {
+  if (p.done) return;
+  p.done = true;
+  if (!p.work) return;
+  try {
+    p.work->wait(p.group->timeout);
+  } catch (const std::exception& e) {
+    fail_collective(*p.group, "broadcast", e.what());
+  }
+  at::NoGradGuard no_grad;
+  at::Tensor flat = p.target.view({-1});
+  if (!p.wire.is_same(flat) && p.wire.data_ptr() != flat.data_ptr()) flat.copy_(p.wire);
+}
+
 void dist_barrier(DistGroup& g) {
   if (!g.comm) return;
   ::c10d::BarrierOptions opts;

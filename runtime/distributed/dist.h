@@ -57,6 +57,20 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
 void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
+// A broadcast started and not yet waited for (dist_broadcast_start).
+struct PendingBroadcast;
+
+// Starts copying rank `root`'s value of `tensor` into everyone's and returns at once; the
+// collective runs while the caller computes (fsdp prefetches the next parameters this way).
+// dist_wait finishes it: then `tensor` holds root's value. With NCCL the wait only orders the
+// current CUDA stream after the broadcast (the host does not wait); Gloo's runs on its own
+// threads, and a device tensor that went through the host is copied back in dist_wait.
+// Collectives started this way count in the group's order like any other: every rank must start
+// the same ones in the same order.
+std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
+                                                       int root);
+void dist_wait(PendingBroadcast& pending);
+
 // Sums `tensors` over the group into rank `root`'s, in place there; the other ranks' tensors
 // are left unspecified (same rules as above).
 void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "core/error.h"
@@ -33,16 +34,7 @@ struct Fetch : torch::autograd::Function<Fetch> {
     int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
     ctx->saved_data["self"] = reinterpret_cast<int64_t>(self);
     ctx->saved_data["owner"] = static_cast<int64_t>(owner);
-    at::Tensor out;
-    if (dist_rank(self->group()) == owner) {
-      out = input.detach().clone();
-    } else {
-      out = at::empty(std::vector<int64_t>(p.shape.begin() + (row < 0 ? 0 : 1), p.shape.end()),
-                      p.options);
-    }
-    std::vector<at::Tensor> bufs{out};
-    dist_broadcast(self->group(), bufs, owner);
-    return out;
+    return self->receive({static_cast<size_t>(index), row}, input);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -106,7 +98,9 @@ FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSp
     by_placeholder_[p.placeholder.unsafeGetTensorImpl()] = params_.size();
     params_.push_back(std::move(p));
   }
-  dummy_ = at::zeros({}, at::kFloat).set_requires_grad(true);
+  // On the parameters' device, like everything a step touches.
+  c10::Device device = params_.empty() ? c10::Device(c10::kCPU) : params_[0].options.device();
+  dummy_ = at::zeros({}, at::TensorOptions(at::kFloat).device(device)).set_requires_grad(true);
 }
 
 FsdpParams::Param& FsdpParams::find(const std::string& name) {
@@ -150,7 +144,84 @@ at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
   int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
   at::Tensor input = dummy_;
   if (owner == rank_) input = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
-  return Fetch::apply(input, this, static_cast<int64_t>(&p - params_.data()), row);
+  size_t index = static_cast<size_t>(&p - params_.data());
+  size_t pos = reads_.size();
+  reads_.emplace_back(index, row);
+  on_script_ = on_script_ && pos < last_reads_.size() && last_reads_[pos] == reads_.back();
+  at::Tensor value = Fetch::apply(input, this, static_cast<int64_t>(index), row);
+  if (on_script_) prefetch_after(pos);  // after this read's own broadcast, not before it
+  return value;
+}
+
+// The owner's value of a part, as a new tensor (broadcast in place).
+at::Tensor FsdpParams::owner_value(const Param& p, int64_t row) const {
+  const at::Tensor& part = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
+  return part.detach().clone();
+}
+
+at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input) {
+  auto it = ahead_.find(part);
+  if (it != ahead_.end()) {
+    Ahead a = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) ahead_.erase(it);
+    dist_wait(*a.pending);
+    ahead_bytes_ -= static_cast<int64_t>(a.value.nbytes());
+    ++prefetched_;
+    return a.value;
+  }
+  const Param& p = params_[part.first];
+  int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
+  at::Tensor out;
+  if (rank_ == owner) {
+    out = input.detach().clone();
+  } else {
+    out =
+        at::empty(std::vector<int64_t>(p.shape.begin() + (part.second < 0 ? 0 : 1), p.shape.end()),
+                  p.options);
+  }
+  std::vector<at::Tensor> bufs{out};
+  dist_broadcast(*group_, bufs, owner);
+  return out;
+}
+
+// How far ahead reads are prefetched: enough for a layer's parameters to travel while the one
+// before computes, few enough that the buffers stay small next to the layer itself.
+constexpr int64_t kPrefetchBytes = 256 << 20;
+constexpr size_t kPrefetchReads = 32;
+
+void FsdpParams::prefetch_after(size_t pos) {
+  size_t j = std::max(started_up_to_, pos + 1);
+  for (; j < last_reads_.size() && j <= pos + kPrefetchReads; ++j) {
+    if (!ahead_.empty() && ahead_bytes_ >= kPrefetchBytes) break;
+    const Part& part = last_reads_[j];
+    if (part.second < 0 && cache_.count(part.first)) continue;  // whole, already here
+    const Param& p = params_[part.first];
+    int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
+    at::Tensor buffer =
+        rank_ == owner ? owner_value(p, part.second)
+                       : at::empty(std::vector<int64_t>(p.shape.begin() + (part.second < 0 ? 0 : 1),
+                                                        p.shape.end()),
+                                   p.options);
+    at::NoGradGuard no_grad;
+    Ahead a{buffer, dist_broadcast_start(*group_, buffer, owner)};
+    ahead_bytes_ += static_cast<int64_t>(buffer.nbytes());
+    ahead_[part].push_back(std::move(a));
+  }
+  started_up_to_ = std::max(started_up_to_, j);
+}
+
+void FsdpParams::clear_cache() {
+  cache_.clear();
+  for (auto& [part, queue] : ahead_) {
+    for (Ahead& a : queue) dist_wait(*a.pending);  // started everywhere: finished alike
+  }
+  ahead_.clear();
+  ahead_bytes_ = 0;
+  if (!reads_.empty()) last_reads_ = std::move(reads_);  // a second call keeps the script
+  reads_.clear();
+  on_script_ = true;
+  started_up_to_ = 0;
 }
 
 at::Tensor FsdpParams::whole(const at::Tensor& held) {

@@ -9,15 +9,23 @@
 //
 // Every process must make the same reads in the same order (the same model on the same batch
 // shapes): each read is a collective.
+//
+// Prefetch: the reads of one run (a training step's forward and backward, between two
+// clear_cache calls) are remembered in order. While the next run makes the same reads, each
+// read starts the broadcasts of the reads that followed it last time (up to kPrefetchBytes or
+// kPrefetchReads ahead), so the next layer's parameters travel while this layer computes. Every
+// process decides this alike from the same reads, so the collectives still match.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -25,6 +33,7 @@
 namespace bv {
 
 struct DistGroup;
+struct PendingBroadcast;
 
 struct FsdpParamSpec {
   std::string name;
@@ -49,8 +58,11 @@ class FsdpParams : public models::ParamSource {
   std::map<std::string, at::Tensor> take_grads();
   // The whole value on every process (a collective; no gradient).
   at::Tensor gather(const std::string& name);
-  // Forgets the values fetched whole since the last call (a step's end).
-  void clear_cache() { cache_.clear(); }
+  // The end of a run (a step): forgets the values fetched whole, finishes prefetches that were
+  // not used, and keeps this run's reads as the script for the next run's prefetches.
+  void clear_cache();
+  // Reads served by a prefetch since this FsdpParams was made (tests, diagnostics).
+  int64_t prefetched() const { return prefetched_; }
 
   at::Tensor whole(const at::Tensor& held) override;
   at::Tensor layer(const at::Tensor& held, int64_t i) override;
@@ -67,6 +79,11 @@ class FsdpParams : public models::ParamSource {
   // gradient goes back to the owner.
   at::Tensor fetch(Param& p, int64_t row);
 
+  using Part = std::pair<size_t, int64_t>;  // (parameter index, row; -1 = whole)
+  // Part `part`'s value from its owner (the forward of a fetch): a prefetched broadcast's, else
+  // one made now. `input`: the owner's own value (others: dummy_).
+  at::Tensor receive(const Part& part, const at::Tensor& input);
+
   DistGroup& group() { return *group_; }
   const Param& param(size_t index) const { return params_[index]; }
   at::Tensor dummy_;  // the input of fetches of parts we do not own (so backward still runs)
@@ -74,12 +91,24 @@ class FsdpParams : public models::ParamSource {
  private:
   Param& find(const std::string& name);
   const Param& find(const std::string& name) const;
+  struct Ahead {
+    at::Tensor value;
+    std::shared_ptr<PendingBroadcast> pending;
+  };
+  // Starts the broadcasts of the reads that followed read number `pos` in the last run.
+  void prefetch_after(size_t pos);
+  at::Tensor owner_value(const Param& p, int64_t row) const;
 
   std::shared_ptr<DistGroup> group_;
   int rank_ = 0, world_ = 1;
   std::vector<Param> params_;
   std::unordered_map<const void*, size_t> by_placeholder_;  // TensorImpl* -> index
   std::map<size_t, at::Tensor> cache_;                      // whole values fetched this step
+  std::vector<Part> reads_, last_reads_;     // this run's reads in order, and the last run's
+  bool on_script_ = true;                    // this run has read what the last one did, so far
+  size_t started_up_to_ = 0;                 // last_reads_ positions below this were prefetched
+  std::map<Part, std::deque<Ahead>> ahead_;  // prefetches under way, in read order per part
+  int64_t ahead_bytes_ = 0, prefetched_ = 0;
 };
 
 }  // namespace bv

@@ -64,6 +64,15 @@ T.test("fsdp in one process: placeholders resolve to the parts, gradients reach 
   T.truthy(mine["head/kernel"]:allclose(grads0["head/kernel"], 1e-5, 1e-7), "the head's gradient")
   T.eq(grads1[stack], nil)  -- the placeholder itself gets none
   T.truthy(fs:gather(stack):equal(p[stack]), "gather")
+  -- Prefetch: the first run set the script (layer 0, layer 1, the head; then the backward's
+  -- remat reads layer 1 and layer 0 again); a second run with the same reads gets every read but
+  -- its first from a prefetch, and the same loss and gradients.
+  T.eq(fs:prefetched(), 0)
+  fs:take_grads()
+  local loss2 = fs:run(m.loss_and_grads, m, held, {image = x, labels = y})
+  T.eq(fs:prefetched(), 4)
+  T.eq(loss2:item(), loss1:item())
+  T.truthy(fs:take_grads()[stack]:allclose(grads0[stack], 1e-5, 1e-7), "gradient, prefetched")
   T.eq(next(fs:take_grads()), nil)  -- taken: the next step starts from none
   -- Outside run(), a placeholder is what it is: zeros of the right shape.
   T.eq(held[stack]:abs():max():item(), 0)
