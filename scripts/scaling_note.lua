@@ -1,10 +1,11 @@
 -- On-paper scaling of bvlua's data-parallel training on H100s: what each rank sends and
 -- receives per step, what each rank holds in memory, and the step time these imply.
 --   build/bvlua run scripts/scaling_note.lua
--- Nothing is allocated: parameter shapes come from bvlua's model definitions
+-- No weights are allocated: parameter shapes come from bvlua's model definitions
 -- (m:param_shapes()), the owners from bv.sharding's own planner, the optimizer state's shapes
--- from bv.optim (an optimizer that owns nothing keeps its state on the meta device). It prints
--- markdown (the README's "Scaling on paper" tables).
+-- from bv.optim (an optimizer that owns nothing keeps only shapes, though building it zeroes
+-- each state tensor once on the CPU: most of this script's ~20 s). It prints markdown (the
+-- README's "Scaling on paper" tables).
 --
 -- What is modelled is what bvlua does today (runtime/distributed/fsdp.cpp, dist.cpp,
 -- lib/bv/sharding.lua):
@@ -27,9 +28,9 @@ local GB, GiB = 1e9, 2 ^ 30
 -- Hardware and efficiency assumptions
 
 -- H100 SXM5: 989 TFLOP/s dense bf16 tensor-core peak (NVIDIA's datasheet: 1,979 with 2:4
--- sparsity), 80 GiB of HBM3. We assume 40% of peak for the matmul work (an assumption, not a
--- measurement: bvlua has not run on a GPU yet) and that 90% of the memory is usable (CUDA
--- context, NCCL buffers, allocator fragmentation).
+-- sparsity), 80 GiB of HBM3. We assume 40% of peak for all the matmul and attention work,
+-- remat's recomputation included (an assumption, not a measurement: bvlua has not run on a GPU
+-- yet), and that 90% of the memory is usable (CUDA context, NCCL buffers, fragmentation).
 local PEAK_FLOPS = 989e12
 local MFU = 0.40
 local HBM_BUDGET = 0.9 * 80 * GiB
@@ -43,11 +44,14 @@ local HBM_BUDGET = 0.9 * 80 * GiB
 -- "8 rails": NCCL's rings cross each host boundary on all 8 NICs at once, up to 8 x 45; the
 -- same third-party run measured 286 GB/s broadcast and 331 GB/s all-reduce on 4 such hosts.
 local NETS = {
-  {gpus = 1, label = "1"},
-  {gpus = 8, label = "8 (1 host, NVLink)", busbw = 360 * GB, alpha = 20e-6},
-  {gpus = 64, label = "64 (8 hosts, 1 rail)", busbw = 45 * GB, alpha = 100e-6},
-  {gpus = 64, label = "64 (8 hosts, 8 rails)", busbw = 300 * GB, alpha = 100e-6},
+  {gpus = 1},
+  {gpus = 8, where = "1 host, NVLink", busbw = 360 * GB, alpha = 20e-6},
+  {gpus = 64, where = "8 hosts, 1 rail", busbw = 45 * GB, alpha = 100e-6},
+  {gpus = 64, where = "8 hosts, 8 rails", busbw = 300 * GB, alpha = 100e-6},
 }
+for _, net in ipairs(NETS) do
+  net.label = net.where and string.format("%d (%s)", net.gpus, net.where) or tostring(net.gpus)
+end
 
 -- ---------------------------------------------------------------------------------------------
 -- Shapes
@@ -322,15 +326,16 @@ local function time_table(w, with, without)
   header({"GPUs", "compute (s)", "communication (s)", "step (s)", "communication share",
           "examples/s", "speed-up vs 1 GPU", "step, no remat (s)"})
   for i, r in ipairs(with) do
-    row({r.net.label, secs(r.compute), secs(r.t.secs), secs(r.secs),
-         string.format("%.0f%%", 100 * r.t.secs / r.secs), string.format("%.0f", w.batch / r.secs),
-         string.format("%.1fx", with[1].secs / r.secs), secs(without[i].secs)})
+    local share = string.format("%.0f%%", 100 * r.t.secs / r.secs)
+    row({r.net.label, secs(r.compute), secs(r.t.secs), secs(r.secs), share,
+         string.format("%.0f", w.batch / r.secs), string.format("%.1fx", with[1].secs / r.secs),
+         secs(without[i].secs)})
   end
   print()
 end
 
 local function report(w)
-  print("### " .. w.title .. "\n")
+  print("#### " .. w.title .. "\n")
   print(w.about .. "\n")
   local plans, with, without = {}, {}, {}
   for _, net in ipairs(NETS) do
@@ -456,6 +461,20 @@ local function siglip()
   return w
 end
 
-print("<!-- printed by `build/bvlua run scripts/scaling_note.lua` -->\n")
+-- The assumptions, as the tables use them.
+local function assumptions()
+  print(string.format("Assumed: H100 SXM 80 GB, %.0f TFLOP/s dense bf16 at %d%% utilisation, " ..
+                      "%.0f GiB usable; NCCL bus bandwidth and fixed cost per collective:\n",
+                      PEAK_FLOPS / 1e12, MFU * 100, HBM_BUDGET / GiB))
+  for _, net in ipairs(NETS) do
+    if net.busbw then
+      print(string.format("- %d GPUs, %s: %.0f GB/s, %.0f us", net.gpus, net.where,
+                          net.busbw / GB, net.alpha * 1e6))
+    end
+  end
+  print()
+end
+
+assumptions()
 report(paligemma())
 report(siglip())

@@ -153,10 +153,11 @@ at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
   return value;
 }
 
-// The owner's value of a part, as a new tensor (broadcast in place).
+// The owner's value of a part, as a new contiguous tensor (broadcast in place; the others
+// receive into contiguous ones).
 at::Tensor FsdpParams::owner_value(const Param& p, int64_t row) const {
   const at::Tensor& part = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
-  return part.detach().clone();
+  return part.detach().clone(at::MemoryFormat::Contiguous);
 }
 
 at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input) {
