@@ -28,12 +28,13 @@ local GB, GiB = 1e9, 2 ^ 30
 -- Hardware and efficiency assumptions
 
 -- H100 SXM5: 989 TFLOP/s dense bf16 tensor-core peak (NVIDIA's datasheet: 1,979 with 2:4
--- sparsity), 80 GiB of HBM3. We assume 40% of peak for all the matmul and attention work,
--- remat's recomputation included (an assumption, not a measurement: bvlua has not run on a GPU
--- yet), and that 90% of the memory is usable (CUDA context, NCCL buffers, fragmentation).
+-- sparsity), 80 GB of HBM3 (the driver shows 79.6 GiB). We assume 40% of peak for all the
+-- matmul and attention work, remat's recomputation included (an assumption, not a measurement:
+-- bvlua has not run on a GPU yet), and that 72 GiB is usable (CUDA context, NCCL buffers,
+-- allocator fragmentation take the rest).
 local PEAK_FLOPS = 989e12
 local MFU = 0.40
-local HBM_BUDGET = 0.9 * 80 * GiB
+local HBM_BUDGET = 72 * GiB
 
 -- NCCL bus bandwidths (nccl-tests doc/PERFORMANCE.md: broadcast and reduce take S / busbw,
 -- all-reduce takes S * 2(n-1)/n / busbw) and a fixed cost per collective (alpha; our guess for

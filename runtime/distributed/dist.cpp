@@ -145,6 +145,9 @@ struct DistGroup {
   Millis timeout{0};
   c10::intrusive_ptr<::c10d::Store> store;
   c10::intrusive_ptr<Comm> comm;  // null for a single process
+  // With NCCL, a Gloo group beside it for host values (a stop flag, an evaluator's counts, the
+  // loss a trainer reads): summing them must not send them through the GPU and stall it.
+  c10::intrusive_ptr<Comm> host_comm;
   std::string host;
   std::vector<Peer> peers;  // by rank; filled at init
 };
@@ -257,12 +260,19 @@ void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& ts) {
   }
 }
 
-// The buffer the backend works on: NCCL needs CUDA tensors (small CPU ones, such as the loss
-// or a stop flag the trainer sums, go to this rank's current device and back). Gloo gets host
+// The group that moves `flat`: NCCL's for CUDA tensors, the Gloo side group (if any) for others.
+Comm& comm_for(DistGroup& g, const at::Tensor& flat) {
+  return g.host_comm && !flat.is_cuda() ? *g.host_comm : *g.comm;
+}
+
+// The buffer the backend works on: NCCL takes CUDA tensors (host ones go to the Gloo side group,
+// or without one to this rank's current device and back). Gloo gets host
 // tensors (a CUDA libtorch without NCCL still trains, just slower) of the dtypes it has;
 // bfloat16 goes as float32, which also sums more exactly.
 at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* op) {
-  if (g.backend == "nccl") return flat.is_cuda() ? flat : flat.to(at::kCUDA);
+  if (g.backend == "nccl" && (flat.is_cuda() || !g.host_comm)) {
+    return flat.is_cuda() ? flat : flat.to(at::kCUDA);
+  }
   at::ScalarType t = flat.scalar_type();
   if (t == at::kBFloat16) return flat.to(at::kCPU, at::kFloat);
   BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
@@ -395,6 +405,10 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
       int devices = cuda_device_count();
       g->comm = make_nccl(g->store, env.rank, env.world_size, g->timeout,
                           devices > 0 ? env.local_rank % devices : 0);
+      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
+      g->host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store),
+                               env.rank, env.world_size, g->timeout,
+                               make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr)));
     } else {
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
       auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
@@ -444,7 +458,7 @@ void all_reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
     ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM
     opts.timeout = g.timeout;
-    run_collective(g, "all_reduce", [&] { return g.comm->allreduce(bufs, opts); });
+    run_collective(g, "all_reduce", [&] { return comm_for(g, flat).allreduce(bufs, opts); });
     if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
@@ -459,7 +473,7 @@ void broadcast_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) 
     opts.rootRank = root;
     opts.rootTensor = 0;
     opts.timeout = g.timeout;
-    run_collective(g, "broadcast", [&] { return g.comm->broadcast(bufs, opts); });
+    run_collective(g, "broadcast", [&] { return comm_for(g, flat).broadcast(bufs, opts); });
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   if (g.env.rank != root) unflatten(flat, tensors);
@@ -473,7 +487,7 @@ void reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
     opts.rootRank = root;
     opts.rootTensor = 0;
     opts.timeout = g.timeout;
-    run_collective(g, "reduce", [&] { return g.comm->reduce(bufs, opts); });
+    run_collective(g, "reduce", [&] { return comm_for(g, flat).reduce(bufs, opts); });
     if (g.env.rank == root && !bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   if (g.env.rank == root) unflatten(flat, tensors);
@@ -527,7 +541,7 @@ std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::T
   opts.rootTensor = 0;
   opts.timeout = g.timeout;
   try {
-    p->work = g.comm->broadcast(bufs, opts);
+    p->work = comm_for(g, tensor).broadcast(bufs, opts);
   } catch (const std::exception& e) {
     fail_collective(g, "broadcast", e.what(), true);
   }
@@ -552,7 +566,8 @@ void dist_barrier(DistGroup& g) {
   if (!g.comm) return;
   ::c10d::BarrierOptions opts;
   opts.timeout = g.timeout;
-  run_collective(g, "barrier", [&] { return g.comm->barrier(opts); });
+  Comm& comm = g.host_comm ? *g.host_comm : *g.comm;  // a host-side wait: no device involved
+  run_collective(g, "barrier", [&] { return comm.barrier(opts); });
 }
 
 void dist_store_set(DistGroup& g, const std::string& key, const std::string& value) {

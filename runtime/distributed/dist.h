@@ -51,7 +51,9 @@ std::string dist_backend(const DistGroup& g);  // "gloo" or "nccl"
 // All-reduces (sum) `tensors` in place across the group; mean = true divides by the world size
 // (floating-point tensors only). The tensors must share a dtype and a device; they travel in
 // flat buffers of up to 32 MiB (buckets), so N small tensors cost one collective. NCCL takes CUDA
-// tensors where they are; Gloo takes host ones (another device's go through a host copy).
+// tensors where they are (host tensors, such as a stop flag or an evaluator's counts, go through
+// a Gloo group made beside NCCL's, so they never stall the GPU); Gloo takes host ones (another
+// device's go through a host copy).
 void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
