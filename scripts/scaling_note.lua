@@ -4,7 +4,7 @@
 -- No weights are allocated: parameter shapes come from bvlua's model definitions
 -- (m:param_shapes()), the owners from bv.sharding's own planner, the optimizer state's shapes
 -- from bv.optim (an optimizer that owns nothing keeps only shapes, though building it zeroes
--- each state tensor once on the CPU: most of this script's ~20 s). It prints markdown (the
+-- each state tensor once on the CPU: most of this script's 10-20 s). It prints markdown (the
 -- README's "Scaling on paper" tables).
 --
 -- What is modelled is what bvlua does today (runtime/distributed/fsdp.cpp, dist.cpp,
@@ -16,9 +16,13 @@
 --              backward reduces each fetched value's gradient to its owner. Parameters under
 --              min_size_to_shard_mb (4 MiB) stay replicated: their gradients and the loss are
 --              all-reduced after the backward, in 32 MiB buckets. Everything travels as float32.
+--              From the second step on, each read starts the broadcasts of the reads that
+--              followed it in the step before (up to 256 MiB or 32 reads ahead): broadcasts
+--              overlap computation. The reduces are waited for where they are issued.
 --   replicate  one all-reduce of every gradient (32 MiB buckets) after the backward.
---   Each collective is waited for before the next op runs: communication does not overlap
---   computation, so step time = compute + communication.
+-- So a step takes max(forward compute, forward broadcasts) + max(backward compute, remat
+-- broadcasts) + reduces + all-reduces: NCCL runs one collective at a time, and the reduces and
+-- all-reduces hold the computation up. Stop flags travel over a Gloo group on the host.
 local sharding = require "bv.sharding"
 local json = require "bv.json"
 
@@ -189,24 +193,24 @@ local function step_collectives(S, model, remat, micro)
     end
   end
   for _, b in ipairs(buckets(small)) do add("all_reduce", b, "replicated", 1) end
-  add("all_reduce", 8, "scalars", 1)  -- stop_requested: every step
   if S.sharded then add("all_reduce", 8, "scalars", 1) end  -- the clipping norm's sum over ranks
   return calls
 end
 
 -- Per-rank bytes each way (ring: a broadcast or reduce passes S through every rank but one,
--- an all-reduce 2(n-1)/n * S) and the time at the network's bus bandwidth.
+-- an all-reduce 2(n-1)/n * S) and the seconds at the network's bus bandwidth, by `what`.
 local function traffic(calls, net)
   local n = net.gpus
-  local by_what, total, secs = {}, 0, 0
+  local t = {by_what = {}, secs_of = {}, total = 0, secs = 0, calls = #calls}
   for _, c in ipairs(calls) do
     local factor = c.kind == "all_reduce" and 2 * (n - 1) / n or (n - 1) / n
     local wire = c.kind == "all_reduce" and 2 * (n - 1) / n or 1  -- nccl-tests' busbw factors
-    by_what[c.what] = (by_what[c.what] or 0) + factor * c.bytes
-    total = total + factor * c.bytes
-    secs = secs + wire * c.bytes / net.busbw + net.alpha
+    local secs = wire * c.bytes / net.busbw + net.alpha
+    t.by_what[c.what] = (t.by_what[c.what] or 0) + factor * c.bytes
+    t.secs_of[c.what] = (t.secs_of[c.what] or 0) + secs
+    t.total, t.secs = t.total + factor * c.bytes, t.secs + secs
   end
-  return {by_what = by_what, total = total, secs = secs, calls = #calls}
+  return t
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -244,6 +248,20 @@ local function header(cells)
   row(rule)
 end
 
+-- Prints `text` as a paragraph wrapped at 100 columns, then a blank line.
+local function para(text)
+  local lines, line = {}, nil
+  for word in text:gmatch("%S+") do
+    if line and #line + 1 + #word > 100 then
+      lines[#lines + 1], line = line, word
+    else
+      line = line and line .. " " .. word or word
+    end
+  end
+  lines[#lines + 1] = line
+  print(table.concat(lines, "\n") .. "\n")
+end
+
 local function gb(x) return string.format("%.2f", x / GB) end
 local function gib(x) return string.format("%.1f", x / GiB) end
 local function secs(x) return string.format("%.3f", x) end
@@ -273,21 +291,26 @@ local function compute_secs(w, batch, remat)
   return batch * w.flops(remat) / (MFU * PEAK_FLOPS)
 end
 
--- One step on `net` with or without remat: {t = traffic, compute = seconds, micro = accum_steps}.
+-- One step on `net` with or without remat: the traffic, the compute seconds, the step's seconds
+-- with the broadcasts overlapping computation (prefetch) and without (a first step).
 local function step(w, S, net, remat)
   local batch = w.batch // net.gpus
   local micro = micro_batches(w, S, batch, remat) or 1
-  local t = {by_what = {}, total = 0, secs = 0, calls = 0}
+  local t = {by_what = {}, secs_of = {}, total = 0, secs = 0, calls = 0}
   if net.gpus > 1 then
     local remat_of = remat and w.remat_of or function() return false end
     t = traffic(step_collectives(S, w.model, remat_of, micro), net)
   end
-  return {net = net, t = t, compute = compute_secs(w, batch, remat), micro = micro,
-          secs = compute_secs(w, batch, remat) + t.secs}
+  local compute = compute_secs(w, batch, remat)
+  local forward = batch * w.forward_flops / (MFU * PEAK_FLOPS)
+  local function comm(what) return t.secs_of[what] or 0 end
+  local secs = math.max(forward, comm("forward")) + math.max(compute - forward, comm("remat"))
+               + comm("backward") + comm("replicated") + comm("scalars")
+  return {net = net, t = t, compute = compute, secs = secs, serial = compute + t.secs}
 end
 
 local function memory_table(w, plans)
-  print("Memory per GPU (GiB; the most loaded rank; params: max (mean over ranks)):\n")
+  para("Memory per GPU (GiB; the most loaded rank; params: max (mean over ranks)):")
   header({"GPUs", "batch/GPU", "params (fp32)", "grads", "optimizer", "weights in flight",
           "activations", "total", "accum_steps to fit"})
   for _, gpus in ipairs({1, 8, 64}) do
@@ -304,8 +327,8 @@ local function memory_table(w, plans)
 end
 
 local function traffic_table(w, with, without)
-  print("Sent and received per GPU per step with remat (GB each way, averaged over ranks; " ..
-        "with the accum_steps above):\n")
+  para("Sent and received per GPU per step with remat (GB each way, averaged over ranks; " ..
+       "with the accum_steps above):")
   local head = {"GPUs", "batch/GPU"}
   for _, h in ipairs(w.traffic_header) do head[#head + 1] = h end
   for _, h in ipairs({"total", "collectives", "total, no remat"}) do head[#head + 1] = h end
@@ -322,22 +345,22 @@ local function traffic_table(w, with, without)
 end
 
 local function time_table(w, with, without)
-  print(string.format("Step time (global batch %d; compute at %d%% of 989 TFLOP/s; " ..
-                      "communication added, not overlapped):\n", w.batch, MFU * 100))
-  header({"GPUs", "compute (s)", "communication (s)", "step (s)", "communication share",
-          "examples/s", "speed-up vs 1 GPU", "step, no remat (s)"})
+  para(string.format("Step time with remat (global batch %d; compute at %d%% of 989 TFLOP/s; " ..
+                     "\"exposed\": the step's time beyond its compute):", w.batch, MFU * 100))
+  header({"GPUs", "compute (s)", "communication (s)", "step (s)", "exposed", "examples/s",
+          "speed-up vs 1 GPU", "step, nothing overlapped (s)", "step, no remat (s)"})
   for i, r in ipairs(with) do
-    local share = string.format("%.0f%%", 100 * r.t.secs / r.secs)
-    row({r.net.label, secs(r.compute), secs(r.t.secs), secs(r.secs), share,
+    local exposed = string.format("%.0f%%", 100 * (r.secs - r.compute) / r.secs)
+    row({r.net.label, secs(r.compute), secs(r.t.secs), secs(r.secs), exposed,
          string.format("%.0f", w.batch / r.secs), string.format("%.1fx", with[1].secs / r.secs),
-         secs(without[i].secs)})
+         secs(r.serial), secs(without[i].secs)})
   end
   print()
 end
 
 local function report(w)
   print("#### " .. w.title .. "\n")
-  print(w.about .. "\n")
+  para(w.about)
   local plans, with, without = {}, {}, {}
   for _, net in ipairs(NETS) do
     plans[net.gpus] = plans[net.gpus] or plan(w.model, w.opt, w.strategy, net.gpus)
@@ -392,6 +415,7 @@ local function paligemma()
          + 2 * g.S * llm_layers + 4 * g.S * g.S * g.N * g.H * g.L
   end
   local fwd = layers_fwd() + 2 * v.T * vit_other + 2 * text * g.V * g.D  -- + logits of the text
+  w.forward_flops = fwd
   function w.flops(remat) return 3 * fwd + (remat and layers_fwd() or 0) end
 
   -- Logits of the text positions: float32 logits and log-softmax kept, and as much again while
@@ -408,13 +432,16 @@ local function paligemma()
   -- keep). fsdp: whole units (embedding, image head) fetched in float32 and kept all step, their
   -- bf16 cast, their gradient and the copy the reduce works on (3.5x their fp32 size); layers:
   -- with remat one layer in fp32 + bf16 + its gradient and copy (14 bytes a parameter); without
-  -- remat every layer's bf16 cast, plus one layer's fp32, gradient and copy.
+  -- remat every layer's bf16 cast, plus one layer's fp32, gradient and copy. And the prefetch
+  -- buffers: up to 256 MiB, plus the read that crosses it (a Gemma MLP kernel, 268 MB).
   local whole = count(model, {"^llm/embedder/", "^img/head/kernel$"})
   local layer = math.max(vit_layers / v.L, llm_layers / g.L)
   local all_layers = vit_layers + llm_layers
+  local gating = shape_of(model, "llm/layers/mlp/gating_einsum")  -- [L, 2, D, F] float32
+  local prefetch = 256 * 2 ^ 20 + 4 * numel(gating) / g.L
   function w.weights_in_flight(gpus, remat)
     if gpus == 1 then return remat and 2 * (whole + layer) or 2 * (whole + all_layers) end
-    return 14 * whole + (remat and 14 * layer or 2 * all_layers + 12 * layer)
+    return 14 * whole + (remat and 14 * layer or 2 * all_layers + 12 * layer) + prefetch
   end
   function w.remat_of(name) return name:find("^img/") or name:find("^llm/layers/") end
   w.traffic_header = {"forward broadcasts", "remat broadcasts", "backward reduces",
@@ -450,6 +477,7 @@ local function siglip()
     model:param_count(), v.T)
   local function layers_fwd() return 2 * v.T * layers + 4 * v.T * v.T * v.D * v.L end
   local fwd = layers_fwd() + 2 * v.T * (other + map_kv) + 2 * head + 4 * v.T * v.D
+  w.forward_flops = fwd
   function w.flops(remat) return 3 * fwd + (remat and layers_fwd() or 0) end
   function w.activations(remat)
     return stack_activations(v.T, v.L, v.D, vit_token_layer(v.D, v.F), remat)
@@ -464,9 +492,9 @@ end
 
 -- The assumptions, as the tables use them.
 local function assumptions()
-  print(string.format("Assumed: H100 SXM 80 GB, %.0f TFLOP/s dense bf16 at %d%% utilisation, " ..
-                      "%.0f GiB usable; NCCL bus bandwidth and fixed cost per collective:\n",
-                      PEAK_FLOPS / 1e12, MFU * 100, HBM_BUDGET / GiB))
+  para(string.format("Assumed: H100 SXM 80 GB, %.0f TFLOP/s dense bf16 at %d%% utilisation, " ..
+                     "%.0f GiB usable; NCCL bus bandwidth and fixed cost per collective:",
+                     PEAK_FLOPS / 1e12, MFU * 100, HBM_BUDGET / GiB))
   for _, net in ipairs(NETS) do
     if net.busbw then
       print(string.format("- %d GPUs, %s: %.0f GB/s, %.0f us", net.gpus, net.where,

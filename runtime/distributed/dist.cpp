@@ -406,9 +406,10 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
       g->comm = make_nccl(g->store, env.rank, env.world_size, g->timeout,
                           devices > 0 ? env.local_rank % devices : 0);
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      g->host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store),
-                               env.rank, env.world_size, g->timeout,
-                               make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr)));
+      g->host_comm =
+          make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store), env.rank,
+                    env.world_size, g->timeout,
+                    make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr)));
     } else {
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
       auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));

@@ -239,7 +239,10 @@ at::Tensor FsdpParams::whole(const at::Tensor& held) {
     for (int64_t r = 0; r < p.shape[0]; ++r) rows.push_back(fetch(p, r));
     value = at::stack(rows);
   }
-  cache_[it->second] = value;
+  // Only a value with a gradient path is kept for later reads: one fetched without gradients
+  // (remat's first forward of a layer) would give the backward's recompute no way back to the
+  // owner, and the parameter would get no gradient.
+  if (at::GradMode::is_enabled()) cache_[it->second] = value;
   return value;
 }
 

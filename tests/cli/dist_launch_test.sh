@@ -28,6 +28,12 @@ expect_grep '^\[rank 1\] rank 1 of 3: all_reduce sum 36 36, mean 6, broadcast 40
   "$TMP/ok.out" "ok rank 1"
 expect_grep '^\[rank 2\] rank 2 of 3: .*: ok$' "$TMP/ok.out" "ok rank 2"
 
+# fsdp under remat, with prefetches: gradients equal one process's (tests/lua/dist/fsdp_remat.lua).
+timeout 120 "$BVLUA" launch --nproc 2 -- run tests/lua/dist/fsdp_remat.lua >"$TMP/fr.out" 2>&1 \
+  || { fail "fsdp_remat: exit code $?"; cat "$TMP/fr.out"; }
+expect_grep '^rank 0: ok$' "$TMP/fr.out" "fsdp_remat rank 0"
+expect_grep '^\[rank 1\] rank 1: ok$' "$TMP/fr.out" "fsdp_remat rank 1"
+
 # 2. Rank 1 exits with code 3 mid-way.
 start=$(date +%s)
 timeout 120 "$BVLUA" launch --nproc 2 --grace 5 -- run "$SCRIPT" exit "$TMP" \
