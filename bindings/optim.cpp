@@ -117,7 +117,8 @@ ParamShapes check_param_shapes(lua_State* L, int arg) {
   return out;
 }
 
-// bv.optim.new(config_json, param_shapes, {total_steps=, batch_size=, data_size=,
+// bv.optim.new(config_json, param_shapes, {total_steps=, batch_size=, data_size=, device=
+//               (where the state is made: the parameters' device; "cpu" by default),
 //               owned = {names...} (sharded state: only these keep state and are updated),
 //               group = g, replicated = {names...} (fsdp: the shapes are this rank's parts;
 //               global norms are summed over g, the replicated parameters counted on rank 0)})
@@ -130,6 +131,15 @@ int optim_new(lua_State* L) {
     ctx.total_steps = int_field(L, 3, "total_steps", 0, "ctx");
     ctx.batch_size = int_field(L, 3, "batch_size", 0, "ctx");
     ctx.data_size = int_field(L, 3, "data_size", 0, "ctx");
+    if (lua_getfield(L, 3, "device") != LUA_TNIL) {
+      std::string device = luaL_checkstring(L, -1);
+      try {
+        ctx.device = c10::Device(device);
+      } catch (const c10::Error&) {
+        raise(L, str("ctx.device: '", device, "' is not a device (cpu, cuda:0)"));
+      }
+    }
+    lua_pop(L, 1);
     if (lua_getfield(L, 3, "owned") != LUA_TNIL) {
       luaL_argcheck(L, lua_istable(L, -1), 3, "ctx.owned must be a list of parameter names");
       std::set<std::string> owned;

@@ -246,13 +246,11 @@ Optimizer::Optimizer(const json& config,
     }
     for (auto& leaf : m.leaves) leaf.owned = ctx.owned->count(leaf.name) > 0;
   }
-  // Frozen parameters keep no state at all; another process's keep only shapes and dtypes.
+  // Frozen parameters keep no state at all; another process's keep only shapes and dtypes (on
+  // the meta device: no memory, nothing written).
   for (auto& leaf : m.leaves) {
     if (leaf.schedule < 0) continue;
-    leaf.state = m.transform->init(leaf.shape);
-    if (!leaf.owned) {
-      for (auto& [field, t] : leaf.state) t = at::empty(t.sizes(), t.options().device(at::kMeta));
-    }
+    leaf.state = m.transform->init(leaf.shape, leaf.owned ? ctx.device : c10::Device(at::kMeta));
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
@@ -35,6 +36,9 @@ struct ScheduleContext {
   int64_t total_steps = 0;
   int64_t batch_size = 0;
   int64_t data_size = 0;
+  // Where the state is made: the parameters' device (a state loaded from a checkpoint moves
+  // there at its first update).
+  c10::Device device = c10::Device(c10::kCPU);
   // Sharded optimizer state (lib/bv/sharding.lua): when set, only these parameters keep state
   // and are updated by this process; the others belong to another process, which broadcasts
   // their new values. Their gradients still count in l2_grads and clipping.

@@ -32,8 +32,9 @@ at::ScalarType get_dtype(const json& kw, const std::string& key, const char* fal
   return t;
 }
 
-at::Tensor zeros(const std::vector<int64_t>& shape, at::ScalarType dtype = at::kFloat) {
-  return at::zeros(shape, at::TensorOptions().dtype(dtype));
+at::Tensor zeros(const std::vector<int64_t>& shape, c10::Device device,
+                 at::ScalarType dtype = at::kFloat) {
+  return at::zeros(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
 // `x` as the nearest value of dtype `t`. jnp turns a Python float that meets a bf16 array into
@@ -43,8 +44,8 @@ double round_to(double x, at::ScalarType t) {
   return at::scalar_tensor(x, at::TensorOptions().dtype(t)).item<double>();
 }
 
-// State is made from shapes alone, on the CPU (init knows no device); the first update moves it
-// to its parameter's device, where it stays.
+// State is made on the parameters' device (ScheduleContext::device); one loaded from a
+// checkpoint arrives on the host, and its first update moves it to its parameter's device.
 at::Tensor on(const at::Tensor& state, const at::Tensor& like) {
   return state.device() == like.device() ? state : state.to(like.device());
 }
@@ -53,7 +54,7 @@ at::Tensor on(const at::Tensor& state, const at::Tensor& like) {
 class Scale : public LeafTransform {
  public:
   explicit Scale(double step_size) : step_size_(step_size) {}
-  NamedTensors init(const std::vector<int64_t>&) const override { return {}; }
+  NamedTensors init(const std::vector<int64_t>&, c10::Device) const override { return {}; }
   at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override {
     return g * step_size_;
   }
@@ -65,7 +66,7 @@ class Scale : public LeafTransform {
 // big_vision.sgd = optax.identity.
 class Identity : public LeafTransform {
  public:
-  NamedTensors init(const std::vector<int64_t>&) const override { return {}; }
+  NamedTensors init(const std::vector<int64_t>&, c10::Device) const override { return {}; }
   at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override { return g; }
 };
 
@@ -76,8 +77,8 @@ class Trace : public LeafTransform {
  public:
   Trace(double momentum, at::ScalarType dtype, bool nesterov)
       : m_(momentum), m_acc_(round_to(momentum, dtype)), dtype_(dtype), nesterov_(nesterov) {}
-  NamedTensors init(const std::vector<int64_t>& shape) const override {
-    return {{"trace", zeros(shape, dtype_)}};
+  NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const override {
+    return {{"trace", zeros(shape, device, dtype_)}};
   }
   at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t) const override {
     at::Tensor t = g + on(state[0].second, g) * m_acc_;
@@ -99,8 +100,8 @@ class Adam : public LeafTransform {
   Adam(double b1, double b2, double eps, double eps_root, at::ScalarType mu_dtype, bool nesterov)
       : b1_(b1), b1_acc_(round_to(b1, mu_dtype)), b2_(b2), eps_(eps), eps_root_(eps_root),
         mu_dtype_(mu_dtype), nesterov_(nesterov) {}
-  NamedTensors init(const std::vector<int64_t>& shape) const override {
-    return {{"mu", zeros(shape, mu_dtype_)}, {"nu", zeros(shape)}};
+  NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const override {
+    return {{"mu", zeros(shape, device, mu_dtype_)}, {"nu", zeros(shape, device)}};
   }
   at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const override {
     at::Tensor mu = g * (1 - b1_) + on(state[0].second, g) * b1_acc_;
@@ -139,17 +140,19 @@ class Adafactor : public LeafTransform {
   explicit Adafactor(const Options& o)
       : o_(o), m_acc_(o.momentum ? round_to(*o.momentum, o.dtype_momentum) : 0) {}
 
-  NamedTensors init(const std::vector<int64_t>& shape) const override {
+  NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const override {
     auto [d1, d0] = factored_dims(shape, o_.min_dim_size_to_factor);
     NamedTensors s;
     if (d0 >= 0) {
-      s = {{"v_row", zeros(without(shape, d0))},
-           {"v_col", zeros(without(shape, d1))},
-           {"v", zeros({1})}};
+      s = {{"v_row", zeros(without(shape, d0), device)},
+           {"v_col", zeros(without(shape, d1), device)},
+           {"v", zeros({1}, device)}};
     } else {
-      s = {{"v_row", zeros({1})}, {"v_col", zeros({1})}, {"v", zeros(shape)}};
+      s = {{"v_row", zeros({1}, device)},
+           {"v_col", zeros({1}, device)},
+           {"v", zeros(shape, device)}};
     }
-    if (o_.momentum) s.emplace_back("ema", zeros(shape, o_.dtype_momentum));
+    if (o_.momentum) s.emplace_back("ema", zeros(shape, device, o_.dtype_momentum));
     return s;
   }
 

@@ -19,8 +19,9 @@ class LeafTransform {
  public:
   virtual ~LeafTransform() = default;
   // The state of a parameter of `shape` before the first update (float32 zeros, or the dtype an
-  // option asks for), as (field, tensor) pairs; empty for stateless optimizers.
-  virtual NamedTensors init(const std::vector<int64_t>& shape) const = 0;
+  // option asks for) on `device` (the meta device: shapes only), as (field, tensor) pairs; empty
+  // for stateless optimizers.
+  virtual NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const = 0;
   // The update for float32 gradient `g`. `state` holds init()'s fields; they are replaced by new
   // tensors (never changed in place, so tensors handed out by Optimizer::state() stay as they
   // were). `count`: updates done before this one.

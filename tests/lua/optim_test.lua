@@ -101,6 +101,30 @@ T.test("update without the norms: same parameters, no l2_grads/l2_updates/l2_par
   T.raises(function() a:update(pa, random_grads(rng), 5) end, "table expected")
 end)
 
+T.test("the state is made on ctx.device; another rank's parts are shapes only", function()
+  local device = bv._fake_device()
+  local on_device = {}
+  for k, v in pairs(ctx) do on_device[k] = v end
+  on_device.device = device
+  local opt = bv.optim.new(json.encode(config), shapes, on_device)
+  local n = 0
+  for name, t in pairs(opt:state()) do
+    if name ~= "count" then
+      T.eq(t:device(), device, name)
+      n = n + 1
+    end
+  end
+  T.truthy(n > 0, "some state")
+  on_device.owned = {}  -- owns nothing: no memory anywhere, before or after
+  local before = bv.memory(device).bytes_in_use
+  local none = bv.optim.new(json.encode(config), shapes, on_device)
+  T.eq(bv.memory(device).bytes_in_use, before)
+  for name in pairs(none:state()) do T.eq(name, "count") end
+  on_device.device = "gpu"
+  T.raises(function() bv.optim.new(json.encode(config), shapes, on_device) end,
+           "ctx.device: 'gpu' is not a device")
+end)
+
 T.test("state() and load_state() resume identically", function()
   local a = bv.optim.new(json.encode(config), shapes, ctx)
   local params = model:init(0)

@@ -164,7 +164,7 @@ end
 -- wd) over what this rank owns (bv.sharding plans that here; in one process, everything).
 function M.optimizer(state, model)
   local sched = {total_steps = state.total_steps, batch_size = state.batch_size,
-                 data_size = state.ntrain}
+                 data_size = state.ntrain, device = state.device}  -- the state is made there
   state.opt, state.full_spec = sharding.make_optimizer(state.shard, json.encode(state.config),
                                                        model:param_shapes(), sched)
   return state.opt
