@@ -441,6 +441,31 @@ int t_is_pinned(lua_State* L) {
   return 1;
 }
 
+// t:move_to_(device): this tensor object now holds its copy on `device` (cpu, cuda:0), and its
+// old memory is freed unless another tensor shares it. Moving a model's parameters one by one so
+// keeps one tensor's worth of host memory in flight, where a new table would hold both copies
+// until Lua's collector (which does not see tensor memory) runs. Returns t.
+int t_move_to_(lua_State* L) {
+  at::Tensor& t = check_tensor(L, 1);
+  std::string what = luaL_checkstring(L, 2);
+  std::optional<at::Device> device;
+  try {
+    device = at::Device(what);
+  } catch (const c10::Error&) {
+    raise(L, str("move_to_(): '", what, "' is not a device (cpu, cuda:0)"));
+  }
+  if (t.device() != *device) t = t.to(*device);
+  lua_settop(L, 1);
+  return 1;
+}
+
+// t:release(): drops this object's tensor now, as `local t <close>` does at the end of its
+// scope; the memory is freed unless another tensor shares it. Every later use is an error.
+int t_release(lua_State* L) {
+  check_tensor(L, 1) = at::Tensor();
+  return 0;
+}
+
 int t_clone(lua_State* L) {
   push_tensor(L, check_tensor(L, 1).clone());
   return 1;
@@ -870,6 +895,8 @@ void open_tensor(lua_State* L) {
       BV_FN("contiguous", t_contiguous),
       BV_FN("is_contiguous", t_is_contiguous),
       BV_FN("is_pinned", t_is_pinned),
+      BV_FN("move_to_", t_move_to_),
+      BV_FN("release", t_release),
       BV_FN("format", t_format),
       BV_FN("add", t_add),
       BV_FN("sub", t_sub),

@@ -227,7 +227,9 @@ end
 -- Loads `init` (a path, "path.npz:subtree", or a vanity name) over `params` (the model's fresh
 -- parameters, which give the names and shapes wanted). opts: dont_load = {regex, ...} keeps
 -- those from `params`; allow_missing / allow_unused turn the report into a warning.
--- Returns the new parameters and a report {loaded=, missing=, unused=, resampled=}.
+-- The loaded values are copied into params' own tensors, in place (on their device, in their
+-- dtype; each host copy is released once copied). Returns the parameters and a report
+-- {loaded=, missing=, unused=, resampled=}.
 function Model:load(params, init, opts)
   opts = opts or {}
   if type(init) == "table" then return self:_load_parts(params, init, opts) end
@@ -262,7 +264,11 @@ function Model:load(params, init, opts)
         error(string.format("model_init '%s': '%s' has shape {%s} in the checkpoint but the model "
           .. "wants {%s}", init, name, table.concat(got, ", "), table.concat(want, ", ")), 0)
       end
-      out[name] = t:to(fresh:dtype())
+      -- Into the model's own tensor, on its device and in its dtype and layout: the loaded
+      -- host copy goes as soon as it is copied.
+      fresh:copy_(t)
+      out[name] = fresh
+      t:release()
       report.loaded[#report.loaded + 1] = name
     end
   end

@@ -28,6 +28,22 @@ T.test("a checkpoint of the same model loads exactly", function()
   T.eq(#report.loaded, #m:param_shapes()); T.eq(report.missing, {}); T.eq(report.unused, {})
 end)
 
+T.test("loading copies into the model's own tensors, on their device", function()
+  local device = bv._fake_device()
+  local m = vit()
+  local src = m:init(1)
+  bv.ckpt.save_npz(tmp .. "/on_device.npz", src)
+  local fresh = m:init(2)
+  local kernel = fresh["head/kernel"]
+  for _, t in pairs(fresh) do t:move_to_(device) end
+  local p = m:load(fresh, tmp .. "/on_device.npz")
+  T.truthy(rawequal(p["head/kernel"], kernel), "the same tensor object, filled in place")
+  for name, t in pairs(p) do
+    T.eq(t:device(), device, name)
+    T.truthy(t:to("cpu") == src[name], name .. " loaded")
+  end
+end)
+
 T.test("a sub-tree ('path.npz:img') and dont_load", function()
   local m = vit()
   local src = m:init(1)

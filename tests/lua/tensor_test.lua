@@ -243,4 +243,16 @@ T.test("rng golden values", function()
   T.eq(r:split():integer(1, 1000000), 411202)
 end)
 
+T.test("move_to_ moves the object's own tensor; release drops it", function()
+  local device = bv._fake_device()
+  local t = bv.tensor({1.0, 2.0})
+  local params = {w = t}
+  T.truthy(rawequal(t:move_to_(device), t), "returns t")
+  T.eq(params.w:device(), device)  -- every reference to the object sees the move
+  T.eq(t:to("cpu"):totable(), {1.0, 2.0})
+  T.raises(function() t:move_to_("gpu") end, "move_to_(): 'gpu' is not a device")
+  t:release()
+  T.raises(function() return t:shape() end, "tensor was released")
+end)
+
 T.run()

@@ -132,8 +132,17 @@ function M.start(config, workdir, run)
   return state
 end
 
--- The tensors of table `t` (params, a batch) on the training device, in a new table; other
--- values as they are. On the CPU, t itself.
+-- A model's parameters moved to the training device in place, one tensor at a time
+-- (t:move_to_): a 3B model never has two full copies in host memory. Returns params.
+function M.place_params(state, params)
+  if state.device ~= "cpu" then
+    for _, t in pairs(params) do t:move_to_(state.device) end
+  end
+  return params
+end
+
+-- The tensors of table `t` (a batch) on the training device, in a new table; other values as
+-- they are. On the CPU, t itself.
 function M.to_device(state, t)
   if state.device == "cpu" then return t end
   local out = {}
@@ -191,12 +200,23 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   local config, shard, checkpoint = state.config, state.shard, state.checkpoint
   state.checkpoint_extras = checkpoint_extras or {}
   state.first_step = 0
+  -- The model's fresh parameters go to the device first, one by one (no second host copy);
+  -- what is loaded below is copied into them there.
+  M.place_params(state, params)
   if checkpoint then
     local function tensor(name)
       return checkpoint.tensors[name]
         or error("checkpoint " .. checkpoint.path .. " lacks " .. name, 0)
     end
-    for name in pairs(params) do params[name] = tensor("params/" .. name) end
+    for name, t in pairs(params) do
+      local saved = tensor("params/" .. name)
+      local want, got = t:shape(), saved:shape()
+      if table.concat(want, "x") ~= table.concat(got, "x") then
+        error(string.format("checkpoint %s: params/%s is [%s] but the model's is [%s]",
+                            checkpoint.path, name, table.concat(got, "x"), table.concat(want, "x")), 0)
+      end
+      t:copy_(saved)
+    end
     local opt_state = {}
     for name, x in pairs(checkpoint.tensors) do
       local rest = name:match("^opt/(.*)$")
@@ -207,6 +227,8 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
     state.chrono:load(checkpoint.state.chrono)
     state.first_step = checkpoint.step
     log.note("Resumed from %s at step %d", checkpoint.path, state.first_step)
+    -- The checkpoint's host copies are not needed any more (the optimizer keeps what it took).
+    for _, t in pairs(checkpoint.tensors) do t:release() end
   elseif config.model_init then
     local report
     params, report = model:load(params, config.model_init, config.model_load)
@@ -214,7 +236,6 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
              type(config.model_init) == "string" and config.model_init or "parts")
   end
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
-  params = M.to_device(state, params)  -- the optimizer's state follows at its first update
   params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
   measure_memory(state, params, opt)
   state.last_checked = state.first_step
