@@ -9,7 +9,8 @@
 -- register_pp_ops (bv.config.register_pp_ops; not get_config), so the config's own ops exist
 -- there; opts.requires: modules each worker requires (ops registered by a module);
 -- opts.pin_memory: batches stacked in pinned host memory, for a GPU (the trainers set it when
--- they train on one; see bv.to_device_async).
+-- they train on one; see bv.to_device_async). prefetch_to / on_device: evaluation batches
+-- copied to the device ahead.
 local M = {}
 
 -- Keys that belong to one dataset of a mixture (input[name]), never to the top of `input`.
@@ -104,6 +105,45 @@ function M.inference(cfg, opts)
   spec.shuffle, spec["repeat"], spec.pad_last_batch = false, false, true
   spec.cache_raw = cfg.cache_raw
   return bv._data.pipeline(spec), src:size()
+end
+
+-- Batches bound for a device, copied ahead (big_vision prefetches to the devices): an iterator
+-- over `it`'s batches, still on the host, that starts copying each next batch to `device` on a
+-- side stream (bv.to_device_async) when it hands out the current one. M.on_device(batch) then
+-- gives the batch's device copy, waiting only for what is not there yet. Evaluators read their
+-- labels on the host and hand the batch to a predict function that runs on the device
+-- (bv.trainers.utils wraps it in on_device).
+local ahead = setmetatable({}, {__mode = "k"})  -- host batch -> {copy =, device =, on =}
+
+function M.prefetch_to(it, device)
+  local function start(batch)
+    if batch then ahead[batch] = {copy = bv.to_device_async(batch, device), on = device} end
+    return batch
+  end
+  local nxt = start(it:next())
+  return setmetatable({}, {
+    __index = {next = function()
+      local current = nxt
+      if current ~= nil then nxt = start(it:next()) end
+      return current
+    end},
+    __close = function() getmetatable(it).__close(it) end,
+  })
+end
+
+-- `batch` on `device`: its prefetched copy when M.prefetch_to started one, else a copy made
+-- now. Keys the caller has removed from the host batch since (an evaluator's labels) are left
+-- out; other values ride along.
+function M.on_device(batch, device)
+  local entry = ahead[batch]
+  if not entry or entry.on ~= device then
+    entry = {copy = bv.to_device_async(batch, device), on = device}
+    ahead[batch] = entry
+  end
+  entry.device = entry.device or entry.copy:wait()
+  local out = {}
+  for k in pairs(batch) do out[k] = entry.device[k] end
+  return out
 end
 
 return M

@@ -100,6 +100,30 @@ T.test("pin_memory: batches for a device are stacked in pinned host memory, and 
   T.eq(on_device.txt, plain.txt)  -- strings ride along
 end)
 
+T.test("prefetch_to: host batches as before; on_device gives their device copies", function()
+  local device = bv._fake_device()
+  local plain = bv.data.inference({data = data_cfg, batch_size = 8})
+  local it <close> = bv.data.prefetch_to(
+    bv.data.inference({data = data_cfg, batch_size = 8}, {pin_memory = true}), device)
+  local n = 0
+  while true do
+    local want, got = plain:next(), it:next()
+    T.eq(got == nil, want == nil)
+    if not got then break end
+    n = n + 1
+    T.eq(got.x:device(), "cpu")  -- the evaluator reads labels on the host
+    T.eq(got.x:totable(), want.x:totable())
+    got._mask = nil  -- as an evaluator takes its labels off before predicting
+    local on = bv.data.on_device(got, device)
+    T.eq(on.x:device(), device)
+    T.eq(on.x:to("cpu"):totable(), want.x:totable())
+    T.eq(on._mask, nil)
+    T.eq(on.txt, want.txt)
+    T.truthy(rawequal(bv.data.on_device(got, device).x, on.x), "the same copy, not another")
+  end
+  T.eq(n, 3)  -- 20 examples in batches of 8, the last one padded
+end)
+
 T.test("ops a config registers inline exist in the workers", function()
   local count = tmp .. "/get_config_calls"
   local spec = "tests/lua/fixtures/cfg_inline_op.lua:count=" .. count

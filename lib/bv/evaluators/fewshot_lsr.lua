@@ -86,7 +86,7 @@ function M.new(predict_fn, cfg)
   end
   -- One inference pipeline per data set and part, each checked like any evaluator's input.
   local shared = {}
-  for _, k in ipairs({"batch_size", "workers", "_config_file", "cache", "prefetch",
+  for _, k in ipairs({"batch_size", "workers", "_config_file", "_device", "cache", "prefetch",
                       "keep_on_cpu", "warmup"}) do
     shared[k] = pop(cfg, k)
   end

@@ -159,8 +159,10 @@ end
 --   workers      data worker threads (default bv.threads())
 --   _config_file the run's config (path[:arg]), whose register_pp_ops the workers run so its
 --                inline ops exist there
+--   _device      the training device, when not the CPU: batches are stacked in pinned memory
+--                and copied there ahead (bv.data.prefetch_to)
 --   cache, prefetch, keep_on_cpu, warmup: big_vision's, accepted and without effect here (no
---                caching across runs, the pipeline prefetches on its own, batches are on the CPU)
+--                caching across runs, the pipeline prefetches on its own, labels stay on the host)
 -- Keys left in cfg afterwards are an error naming them.
 local CACHE = {none = true, pipeline = true, raw_data = true, final_data = true}
 
@@ -170,6 +172,7 @@ function M.input_pipeline(cfg, what)
   local batch_size = pop(cfg, "batch_size")
   local workers = pop(cfg, "workers")
   local config_file = pop(cfg, "_config_file")
+  local device = pop(cfg, "_device")
   local cache = pop(cfg, "cache")
   for _, k in ipairs({"prefetch", "keep_on_cpu", "warmup", "devices"}) do cfg[k] = nil end
   if type(d) ~= "table" then error(what .. ": needs a 'data' table (the source config)", 3) end
@@ -190,10 +193,14 @@ function M.input_pipeline(cfg, what)
   end
   -- part = {rank =, world =}: this process's part of the split (evaluators that combine their
   -- sums over ranks); nil: the whole split.
+  local on_device = device and device ~= "cpu"
   return function(part)
-    return data.inference({data = d, pp = pp, batch_size = batch_size},
-                          {workers = workers, config = config_file,
-                           rank = part and part.rank, world = part and part.world})
+    local it, n = data.inference({data = d, pp = pp, batch_size = batch_size},
+                                 {workers = workers, config = config_file,
+                                  rank = part and part.rank, world = part and part.world,
+                                  pin_memory = on_device})
+    if on_device then it = data.prefetch_to(it, device) end
+    return it, n
   end
 end
 

@@ -48,6 +48,7 @@
 --   logged_step, logged_loss   the last step whose training metrics were logged, and its loss
 --                          (log_training); the progress line shows that loss
 local chrono = require "bv.chrono"
+local data = require "bv.data"
 local evaluators = require "bv.evaluators"
 local json = require "bv.json"
 local log = require "bv.log"
@@ -141,21 +142,13 @@ function M.place_params(state, params)
   return params
 end
 
--- The tensors of table `t` (a batch) on the training device, in a new table; other values as
--- they are. On the CPU, t itself.
-function M.to_device(state, t)
-  if state.device == "cpu" then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = bv.is_tensor(v) and v:to(state.device) or v end
-  return out
-end
-
--- A predict function run on the training device: the batch goes there, tensor results come back
--- to the host, where evaluators compute their metrics next to the batch's labels.
+-- A predict function run on the training device: the batch goes there (its copy was started
+-- ahead by the evaluator's input pipeline: bv.data.prefetch_to), tensor results come back to
+-- the host, where evaluators compute their metrics next to the batch's labels.
 local function on_device(state, fn)
   if state.device == "cpu" then return fn end
   return function(params, batch, ...)
-    local results = table.pack(fn(params, M.to_device(state, batch), ...))
+    local results = table.pack(fn(params, data.on_device(batch, state.device), ...))
     for i = 1, results.n do
       if bv.is_tensor(results[i]) then
         results[i] = results[i]:to("cpu")
@@ -258,7 +251,10 @@ end
 function M.evaluators(state, predict_fns)
   local eval_config = evaluators.copy(state.config)
   -- Evaluators' data workers load the config file too, for ops it registers inline.
-  for _, e in pairs(eval_config.evals or {}) do e._config_file = state.run.config_file end
+  for _, e in pairs(eval_config.evals or {}) do
+    e._config_file = state.run.config_file
+    e._device = state.device  -- batches pinned and copied to the device ahead
+  end
   local function get_steps(prefix, cfg)
     local n = chrono.steps(prefix, cfg, state.ntrain, state.batch_size, state.total_steps, 0)
     return n > 0 and n or nil
