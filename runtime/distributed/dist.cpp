@@ -518,19 +518,21 @@ void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
   for_each_bucket(tensors, [&](std::vector<at::Tensor>& b) { reduce_bucket(g, b, root); });
 }
 
-struct PendingBroadcast {
+struct PendingCollective {
   DistGroup* group = nullptr;
+  const char* what = "broadcast";
   c10::intrusive_ptr<::c10d::Work> work;  // null: nothing to wait for (one process)
   at::Tensor target, wire;                // wire: what the backend writes (target, or a copy)
+  bool copy_back = true;                  // whether this rank's target gets the result
   bool done = false;
 };
 
-std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
-                                                       int root) {
+std::shared_ptr<PendingCollective> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
+                                                        int root) {
   check_root(g, root, "broadcast");
   BV_CHECK(tensor.defined() && tensor.is_contiguous(),
            "dist.broadcast: an asynchronous broadcast needs a contiguous tensor");
-  auto p = std::make_shared<PendingBroadcast>();
+  auto p = std::make_shared<PendingCollective>();
   p->group = &g;
   p->target = tensor;
   if (!g.comm) return p;
@@ -549,15 +551,42 @@ std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::T
   return p;
 }
 
-void dist_wait(PendingBroadcast& p) {
+std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Tensor& tensor,
+                                                     int root) {
+  check_root(g, root, "reduce");
+  BV_CHECK(tensor.defined() && tensor.is_contiguous(),
+           "dist.reduce: an asynchronous reduce needs a contiguous tensor");
+  auto p = std::make_shared<PendingCollective>();
+  p->group = &g;
+  p->what = "reduce";
+  p->target = tensor;
+  p->copy_back = g.env.rank == root;
+  if (!g.comm) return p;
+  at::NoGradGuard no_grad;
+  p->wire = wire_buffer(g, tensor.reshape({-1}), "reduce");
+  std::vector<at::Tensor> bufs{p->wire};
+  ::c10d::ReduceOptions opts;  // SUM
+  opts.rootRank = root;
+  opts.rootTensor = 0;
+  opts.timeout = g.timeout;
+  try {
+    p->work = comm_for(g, tensor).reduce(bufs, opts);
+  } catch (const std::exception& e) {
+    fail_collective(g, "reduce", e.what(), true);
+  }
+  return p;
+}
+
+void dist_wait(PendingCollective& p) {
   if (p.done) return;
   p.done = true;
   if (!p.work) return;
   try {
     p.work->wait(p.group->timeout);
   } catch (const std::exception& e) {
-    fail_collective(*p.group, "broadcast", e.what());
+    fail_collective(*p.group, p.what, e.what());
   }
+  if (!p.copy_back) return;
   at::NoGradGuard no_grad;
   at::Tensor flat = p.target.view({-1});
   if (!p.wire.is_same(flat) && p.wire.data_ptr() != flat.data_ptr()) flat.copy_(p.wire);

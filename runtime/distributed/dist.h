@@ -59,8 +59,8 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
 void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
-// A broadcast started and not yet waited for (dist_broadcast_start).
-struct PendingBroadcast;
+// A collective started and not yet waited for (dist_broadcast_start, dist_reduce_start).
+struct PendingCollective;
 
 // Starts copying rank `root`'s value of `tensor` into everyone's and returns at once; the
 // collective runs while the caller computes (fsdp prefetches the next parameters this way).
@@ -69,9 +69,13 @@ struct PendingBroadcast;
 // threads, and a device tensor that went through the host is copied back in dist_wait.
 // Collectives started this way count in the group's order like any other: every rank must start
 // the same ones in the same order.
-std::shared_ptr<PendingBroadcast> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
-                                                       int root);
-void dist_wait(PendingBroadcast& pending);
+std::shared_ptr<PendingCollective> dist_broadcast_start(DistGroup& g, const at::Tensor& tensor,
+                                                        int root);
+// The same for a reduce: sums `tensor` over the group into rank `root`'s (the others' are left
+// unspecified), finished by dist_wait.
+std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Tensor& tensor,
+                                                     int root);
+void dist_wait(PendingCollective& pending);
 
 // Sums `tensors` over the group into rank `root`'s, in place there; the other ranks' tensors
 // are left unspecified (same rules as above).

@@ -23,32 +23,27 @@ at::Tensor make_placeholder(const std::vector<int64_t>& shape, const at::TensorO
   return t;
 }
 
-// The autograd node of a fetch: forward broadcasts from the owner; backward reduces the
-// gradient to the owner, which gets the mean over processes. Every process runs both, in the
-// same order (backward visits the same graph on every process).
+// The autograd node of a fetch: forward broadcasts from the owner; backward starts reducing the
+// gradient to the owner, which gets the mean over processes (FsdpParams::reduce_grad adds it to
+// the owner's gradient; the node passes none back itself). Every process runs both, in the same
+// order (backward visits the same graph on every process).
 struct Fetch : torch::autograd::Function<Fetch> {
   // input: the owner's part (the owner) or FsdpParams::dummy_ (the others).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor input,
                             FsdpParams* self, int64_t index, int64_t row) {
-    const FsdpParams::Param& p = self->param(static_cast<size_t>(index));
-    int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
     ctx->saved_data["self"] = reinterpret_cast<int64_t>(self);
-    ctx->saved_data["owner"] = static_cast<int64_t>(owner);
+    ctx->saved_data["index"] = index;
+    ctx->saved_data["row"] = row;
     return self->receive({static_cast<size_t>(index), row}, input);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto* self = reinterpret_cast<FsdpParams*>(ctx->saved_data["self"].toInt());
-    int owner = static_cast<int>(ctx->saved_data["owner"].toInt());
-    // A copy: reduced in place, and the engine may still hold the incoming buffer.
-    at::Tensor g = grads[0].contiguous().clone();
-    std::vector<at::Tensor> bufs{g};
-    dist_reduce(self->group(), bufs, owner);
-    bool mine = dist_rank(self->group()) == owner;
-    at::Tensor out = mine ? g.div_(static_cast<double>(dist_world_size(self->group())))
-                          : at::Tensor();
-    return {out, at::Tensor(), at::Tensor(), at::Tensor()};
+    self->reduce_grad(
+        {static_cast<size_t>(ctx->saved_data["index"].toInt()), ctx->saved_data["row"].toInt()},
+        grads[0]);
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -128,16 +123,62 @@ std::vector<int64_t> FsdpParams::rows(const std::string& name, int rank) const {
 }
 
 std::map<std::string, at::Tensor> FsdpParams::take_grads() {
+  finish_reduces();
   std::map<std::string, at::Tensor> out;
-  for (auto& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
     if (!p.owned.defined()) continue;
-    at::Tensor& g = p.owned.mutable_grad();
-    if (g.defined()) {
-      out[p.name] = g;
-      g = at::Tensor();
+    at::Tensor g;
+    auto it = grads_.find(i);
+    if (it != grads_.end()) g = it->second;
+    at::Tensor& direct = p.owned.mutable_grad();  // from a use of `owned` outside a fetch
+    if (direct.defined()) {
+      g = g.defined() ? g + direct : direct;
+      direct = at::Tensor();
     }
+    if (g.defined()) out[p.name] = g;
   }
+  grads_.clear();
   return out;
+}
+
+// How many bytes of gradient reduces may be under way before the oldest is waited for: enough
+// to overlap a layer's reduces with the next layer's backward, little next to the model.
+constexpr int64_t kReduceBytes = 256 << 20;
+
+void FsdpParams::reduce_grad(const Part& part, const at::Tensor& grad) {
+  at::NoGradGuard no_grad;
+  const Param& p = params_[part.first];
+  int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
+  // A copy: reduced in place, and the engine may still hold the incoming buffer.
+  at::Tensor buffer = grad.contiguous().clone();
+  reducing_bytes_ += static_cast<int64_t>(buffer.nbytes());
+  reducing_.push_back({part, buffer, dist_reduce_start(*group_, buffer, owner)});
+  while (reducing_bytes_ > kReduceBytes && reducing_.size() > 1) finish_reduce();
+}
+
+void FsdpParams::finish_reduce() {
+  Reducing r = std::move(reducing_.front());
+  reducing_.pop_front();
+  reducing_bytes_ -= static_cast<int64_t>(r.buffer.nbytes());
+  dist_wait(*r.pending);
+  const Param& p = params_[r.part.first];
+  int64_t row = r.part.second;
+  int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
+  if (owner != rank_) return;
+  at::NoGradGuard no_grad;
+  at::Tensor g = r.buffer.div_(static_cast<double>(world_));
+  at::Tensor& total = grads_[r.part.first];
+  if (row < 0) {
+    total = total.defined() ? total.add_(g) : g;
+  } else {
+    if (!total.defined()) total = at::zeros_like(p.owned);
+    total[p.owned_row[static_cast<size_t>(row)]].add_(g);
+  }
+}
+
+void FsdpParams::finish_reduces() {
+  while (!reducing_.empty()) finish_reduce();
 }
 
 at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
@@ -213,6 +254,7 @@ void FsdpParams::prefetch_after(size_t pos) {
 }
 
 void FsdpParams::clear_cache() {
+  finish_reduces();  // the backward is over: nothing is left to overlap them with
   cache_.clear();
   for (auto& [part, queue] : ahead_) {
     for (Ahead& a : queue) dist_wait(*a.pending);  // started everywhere: finished alike

@@ -3,9 +3,10 @@
 // that alone keeps it between steps. The model's Params hold placeholders for these (tensors of
 // the full shape whose one element is repeated: no memory). While FsdpParams is the thread's
 // models::ParamSource, a read of a placeholder brings the value from its owner (a broadcast);
-// the value's backward sends its gradient back to the owner (a reduce), which averages it over
-// processes. A scanned model reads its stacks one layer at a time (models::layer_param), so a
-// layer is fetched when the forward reaches it.
+// the value's backward sends its gradient back to the owner (a reduce, started without waiting
+// so that it overlaps the rest of the backward: reduce_grad), which averages it over processes.
+// A scanned model reads its stacks one layer at a time (models::layer_param), so a layer is
+// fetched when the forward reaches it.
 //
 // Every process must make the same reads in the same order (the same model on the same batch
 // shapes): each read is a collective.
@@ -33,7 +34,7 @@
 namespace bv {
 
 struct DistGroup;
-struct PendingBroadcast;
+struct PendingCollective;
 
 struct FsdpParamSpec {
   std::string name;
@@ -83,6 +84,11 @@ class FsdpParams : public models::ParamSource {
   // Part `part`'s value from its owner (the forward of a fetch): a prefetched broadcast's, else
   // one made now. `input`: the owner's own value (others: dummy_).
   at::Tensor receive(const Part& part, const at::Tensor& input);
+  // The backward of a fetch: starts reducing `grad` to the part's owner and returns at once, so
+  // the reduce overlaps the rest of the backward. The owner adds the reduced value (a mean over
+  // processes) to its gradient when the reduce is finished: once more than kReduceBytes are
+  // under way (the oldest first), at the end of the run, or in take_grads.
+  void reduce_grad(const Part& part, const at::Tensor& grad);
 
   DistGroup& group() { return *group_; }
   const Param& param(size_t index) const { return params_[index]; }
@@ -93,11 +99,18 @@ class FsdpParams : public models::ParamSource {
   const Param& find(const std::string& name) const;
   struct Ahead {
     at::Tensor value;
-    std::shared_ptr<PendingBroadcast> pending;
+    std::shared_ptr<PendingCollective> pending;
   };
   // Starts the broadcasts of the reads that followed read number `pos` in the last run.
   void prefetch_after(size_t pos);
   at::Tensor owner_value(const Param& p, int64_t row) const;
+  struct Reducing {
+    Part part;
+    at::Tensor buffer;
+    std::shared_ptr<PendingCollective> pending;
+  };
+  void finish_reduce();  // the oldest under way
+  void finish_reduces();
 
   std::shared_ptr<DistGroup> group_;
   int rank_ = 0, world_ = 1;
@@ -109,6 +122,9 @@ class FsdpParams : public models::ParamSource {
   size_t started_up_to_ = 0;                 // last_reads_ positions below this were prefetched
   std::map<Part, std::deque<Ahead>> ahead_;  // prefetches under way, in read order per part
   int64_t ahead_bytes_ = 0, prefetched_ = 0;
+  std::deque<Reducing> reducing_;  // gradient reduces under way, oldest first
+  int64_t reducing_bytes_ = 0;
+  std::map<size_t, at::Tensor> grads_;  // parameter index -> gradient of what this rank owns
 };
 
 }  // namespace bv
