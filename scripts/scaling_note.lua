@@ -18,11 +18,13 @@
 --              all-reduced after the backward, in 32 MiB buckets. Everything travels as float32.
 --              From the second step on, each read starts the broadcasts of the reads that
 --              followed it in the step before (up to 256 MiB or 32 reads ahead): broadcasts
---              overlap computation. The reduces are waited for where they are issued.
+--              overlap computation. The gradient reduces are started without waiting and
+--              overlap the rest of the backward.
 --   replicate  one all-reduce of every gradient (32 MiB buckets) after the backward.
 -- So a step takes max(forward compute, forward broadcasts) + max(backward compute, remat
--- broadcasts) + reduces + all-reduces: NCCL runs one collective at a time, and the reduces and
--- all-reduces hold the computation up. Stop flags travel over a Gloo group on the host.
+-- broadcasts + reduces) + all-reduces: NCCL runs one collective at a time, and replicate's
+-- all-reduces, issued after the backward, hold the step up. Stop flags travel over a Gloo group
+-- on the host.
 local sharding = require "bv.sharding"
 local json = require "bv.json"
 
@@ -304,8 +306,11 @@ local function step(w, S, net, remat)
   local compute = compute_secs(w, batch, remat)
   local forward = batch * w.forward_flops / (MFU * PEAK_FLOPS)
   local function comm(what) return t.secs_of[what] or 0 end
-  local secs = math.max(forward, comm("forward")) + math.max(compute - forward, comm("remat"))
-               + comm("backward") + comm("replicated") + comm("scalars")
+  -- The backward's broadcasts (remat) and gradient reduces share NCCL's one stream and overlap
+  -- the backward's compute (the reduces are started without waiting: fsdp.h's reduce_grad).
+  local secs = math.max(forward, comm("forward"))
+               + math.max(compute - forward, comm("remat") + comm("backward"))
+               + comm("replicated") + comm("scalars")
   return {net = net, t = t, compute = compute, secs = secs, serial = compute + t.secs}
 end
 
