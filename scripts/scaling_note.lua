@@ -17,7 +17,7 @@
 --              min_size_to_shard_mb (4 MiB) stay replicated: their gradients and the loss are
 --              all-reduced after the backward, in 32 MiB buckets. Everything travels as float32.
 --              From the second step on, each read starts the broadcasts of the reads that
---              followed it in the step before (up to 256 MiB or 32 reads ahead): broadcasts
+--              followed it in the step before (up to 4 reads or 256 MiB ahead): broadcasts
 --              overlap computation. The gradient reduces are started without waiting and
 --              overlap the rest of the backward.
 --   replicate  one all-reduce of every gradient (32 MiB buckets) after the backward.

@@ -13,8 +13,8 @@
 //
 // Prefetch: the reads of one run (a training step's forward and backward, between two
 // clear_cache calls) are remembered in order. While the next run makes the same reads, each
-// read starts the broadcasts of the reads that followed it last time (up to kPrefetchBytes or
-// kPrefetchReads ahead), so the next layer's parameters travel while this layer computes. Every
+// read starts the broadcasts of the reads that followed it last time (up to kPrefetchReads or
+// kPrefetchBytes ahead), so the next parameters travel while this layer computes. Every
 // process decides this alike from the same reads, so the collectives still match.
 #pragma once
 
@@ -86,8 +86,8 @@ class FsdpParams : public models::ParamSource {
   at::Tensor receive(const Part& part, const at::Tensor& input);
   // The backward of a fetch: starts reducing `grad` to the part's owner and returns at once, so
   // the reduce overlaps the rest of the backward. The owner adds the reduced value (a mean over
-  // processes) to its gradient when the reduce is finished: once more than kReduceBytes are
-  // under way (the oldest first), at the end of the run, or in take_grads.
+  // processes) to its gradient when the reduce is finished: once more than kReduceParts or
+  // kReduceBytes are under way (the oldest first), at the end of the run, or in take_grads.
   void reduce_grad(const Part& part, const at::Tensor& grad);
 
   DistGroup& group() { return *group_; }
