@@ -490,6 +490,22 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- Runs (workdirs)
 
+-- Why a run's workdir holds no checkpoint, from its config: big_vision's trainers save only when
+-- one of the ckpt_* durations is set.
+local CKPT_KEYS = {"ckpt_steps", "ckpt_epochs", "ckpt_examples", "ckpt_percent"}
+local function no_checkpoint_why(workdir, cfg)
+  for _, k in ipairs(CKPT_KEYS) do
+    if cfg and cfg[k] ~= nil and cfg[k] ~= json.null and cfg[k] ~= 0 then
+      return string.format("no checkpoint in %s: the run stopped before its first save (%s = %s)",
+                           workdir, k, tostring(cfg[k]))
+    end
+  end
+  return string.format("no checkpoint in %s: its config sets none of %s, so training saved no "
+    .. "parameters (as big_vision's trainers); set one of them in the config to keep them",
+    workdir, table.concat(CKPT_KEYS, ", "))
+end
+M.no_checkpoint_why = no_checkpoint_why
+
 local run_mt = {__name = "bv.Run"}
 
 -- Functions of a run may be called as run.f(...) or run:f(...).
@@ -591,8 +607,9 @@ function M.run(workdir)
   run.model = bound(run, function(opts)
     if run._model and not opts then return run._model, run._params end
     local cfg = config()
-    if not run.ckpt then error("no checkpoint in " .. workdir .. " (model:init(seed) makes fresh "
-      .. "parameters)", 2) end
+    if not run.ckpt then
+      error(no_checkpoint_why(workdir, cfg) .. " (model:init(seed) makes fresh parameters)", 2)
+    end
     local model_cfg = {}
     for k, v in pairs(cfg.model or {}) do model_cfg[k] = v end
     model_cfg.num_classes = cfg.num_classes
@@ -670,6 +687,7 @@ function M.run(workdir)
   return setmetatable(run, run_mt)
 end
 
+
 run_mt.__tostring = function(run)
   local lines = {"run " .. run.workdir}
   local cfg = run.config
@@ -686,7 +704,7 @@ run_mt.__tostring = function(run)
     lines[#lines + 1] = "  ckpt:    " .. run.ckpt:summary()
     lines[#lines + 1] = "  steps:   " .. table.concat(bv.ckpt.list(run.workdir), ", ")
   else
-    lines[#lines + 1] = "  (no checkpoint)"
+    lines[#lines + 1] = "  (" .. no_checkpoint_why(run.workdir, cfg) .. ")"
   end
   lines[#lines + 1] = "  run.metrics(name), run.model(), run.pp(eval), run.batch(eval, n), "
     .. "run.predict(image_file)"

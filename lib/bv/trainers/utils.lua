@@ -128,6 +128,11 @@ function M.start(config, workdir, run)
   end
   state.log_every = steps("log_training")
   state.ckpt_every = steps("ckpt", 0)
+  if state.ckpt_every == 0 then
+    -- As big_vision: nothing is saved without a ckpt_* duration. Said now, not found out later.
+    log.note("No checkpoints will be saved: to keep the parameters, set ckpt_steps, ckpt_epochs "
+             .. "or ckpt_percent in the config")
+  end
   state.keep_every = steps("keep_ckpt", 0)
   if state.keep_every == 0 and state.ckpt_every > 0 then state.keep_every = state.total_steps end
   return state
