@@ -2,6 +2,9 @@
 // or does badly (atomic writes).
 #include <lua.hpp>
 
+#include <string>
+#include <vector>
+
 #include "core/fs.h"
 #include "lua_util.h"
 
@@ -24,6 +27,17 @@ int fs_is_dir(lua_State* L) {
   return 1;
 }
 
+// bv.fs.list(dir) -> the names in dir, sorted
+int fs_list(lua_State* L) {
+  std::vector<std::string> names = fs::list_dir(luaL_checkstring(L, 1));
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 int fs_read_file(lua_State* L) {
   std::string data = fs::read_file(luaL_checkstring(L, 1));
   lua_pushlstring(L, data.data(), data.size());
@@ -42,9 +56,13 @@ int fs_write_file(lua_State* L) {
 // Adds bv.fs to the table on top of the stack.
 void open_fs(lua_State* L) {
   static const luaL_Reg functions[] = {
-      BV_FN("mkdirs", fs_mkdirs),         BV_FN("exists", fs_exists),
-      BV_FN("is_dir", fs_is_dir),         BV_FN("read_file", fs_read_file),
-      BV_FN("write_file", fs_write_file), {nullptr, nullptr},
+      BV_FN("mkdirs", fs_mkdirs),
+      BV_FN("exists", fs_exists),
+      BV_FN("is_dir", fs_is_dir),
+      BV_FN("read_file", fs_read_file),
+      BV_FN("write_file", fs_write_file),
+      BV_FN("list", fs_list),
+      {nullptr, nullptr},
   };
   luaL_newlib(L, functions);
   lua_setfield(L, -2, "fs");

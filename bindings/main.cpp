@@ -26,6 +26,8 @@ const char* kUsage =
     "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
     "                             resolve a config (see `bvlua train --help`)\n"
     "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
+    "  runs DIR...                one row per run: the config values that differ, steps, the\n"
+    "                             last and best value of a metric (`bvlua runs --help`)\n"
     "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
     "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
-      command != "launch") {
+      command != "runs" && command != "launch") {
     return usage_error("unknown command '" + command + "'");
   }
   if (command == "launch") {
@@ -273,6 +275,8 @@ int main(int argc, char** argv) {
     code = run_chunk(L, rest[0]);
   } else if (command == "train") {
     code = run_lua_command(L, "bv.commands.train", rest);
+  } else if (command == "runs") {
+    code = run_lua_command(L, "bv.commands.runs", rest);
   } else {
     code = run_lua_command(L, "bv.repl", rest);
   }

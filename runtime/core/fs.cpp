@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +54,17 @@ void write_file(const std::string& path, const std::string& data) {
     std::remove(tmp.c_str());
     fail("cannot write '", path, "': ", std::strerror(err));
   }
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  BV_CHECK(!ec, "cannot list '", dir, "': ", ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace bv::fs
