@@ -28,6 +28,8 @@ const char* kUsage =
     "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
     "  runs DIR...                one row per run: the config values that differ, steps, the\n"
     "                             last and best value of a metric (`bvlua runs --help`)\n"
+    "  sweep SWEEP.lua | CONFIG --workdir DIR --grid KEY=V1,V2 ...\n"
+    "                             config variants as a queue, N at a time (`bvlua sweep --help`)\n"
     "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
     "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
@@ -226,7 +228,7 @@ int main(int argc, char** argv) {
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
-      command != "runs" && command != "launch") {
+      command != "runs" && command != "sweep" && command != "launch") {
     return usage_error("unknown command '" + command + "'");
   }
   if (command == "launch") {
@@ -277,6 +279,8 @@ int main(int argc, char** argv) {
     code = run_lua_command(L, "bv.commands.train", rest);
   } else if (command == "runs") {
     code = run_lua_command(L, "bv.commands.runs", rest);
+  } else if (command == "sweep") {
+    code = run_lua_command(L, "bv.commands.sweep", rest);
   } else {
     code = run_lua_command(L, "bv.repl", rest);
   }

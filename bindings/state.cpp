@@ -34,6 +34,7 @@ void open_losses(lua_State* L);       // losses.cpp
 void open_text(lua_State* L);         // text.cpp
 void open_dist(lua_State* L);         // dist.cpp
 void open_device_copy(lua_State* L);  // device_copy.cpp
+void open_process(lua_State* L);      // process.cpp
 
 namespace {
 
@@ -167,6 +168,7 @@ int open_native(lua_State* L) {
   open_text(L);
   open_dist(L);
   open_device_copy(L);
+  open_process(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
