@@ -30,6 +30,7 @@ const char* kUsage =
     "                             last and best value of a metric (`bvlua runs --help`)\n"
     "  sweep SWEEP.lua | CONFIG --workdir DIR --grid KEY=V1,V2 ...\n"
     "                             config variants as a queue, N at a time (`bvlua sweep --help`)\n"
+    "  plot DIR... [-o FILE.png]  the tutorial's curves from the runs' metrics files\n"
     "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
     "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
@@ -228,7 +229,7 @@ int main(int argc, char** argv) {
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
-      command != "runs" && command != "sweep" && command != "launch") {
+      command != "runs" && command != "sweep" && command != "plot" && command != "launch") {
     return usage_error("unknown command '" + command + "'");
   }
   if (command == "launch") {
@@ -281,6 +282,8 @@ int main(int argc, char** argv) {
     code = run_lua_command(L, "bv.commands.runs", rest);
   } else if (command == "sweep") {
     code = run_lua_command(L, "bv.commands.sweep", rest);
+  } else if (command == "plot") {
+    code = run_lua_command(L, "bv.commands.plot", rest);
   } else {
     code = run_lua_command(L, "bv.repl", rest);
   }

@@ -35,6 +35,7 @@ void open_text(lua_State* L);         // text.cpp
 void open_dist(lua_State* L);         // dist.cpp
 void open_device_copy(lua_State* L);  // device_copy.cpp
 void open_process(lua_State* L);      // process.cpp
+void open_plot(lua_State* L);         // plot.cpp
 
 namespace {
 
@@ -169,6 +170,7 @@ int open_native(lua_State* L) {
   open_dist(L);
   open_device_copy(L);
   open_process(L);
+  open_plot(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),

@@ -29,7 +29,7 @@ end
 
 local function is_run(dir) return bv.fs.exists(dir .. "/big_vision_metrics.txt") end
 
--- The workdirs named by `paths`: each one, or the runs directly inside it.
+-- The workdirs named by `paths`: each one, or the runs directly inside it (also `bvlua plot`'s).
 local function find_runs(paths)
   local dirs = {}
   for _, p in ipairs(paths) do
@@ -71,6 +71,7 @@ local function flat_config(dir)
   return out
 end
 
+-- The metric to rank by when none is named: the first eval metric ending in prec@1 or acc.
 local function default_metric(rows)
   local names = {}
   for _, row in ipairs(rows) do
@@ -214,5 +215,7 @@ function M.main(argv)
   io.stderr:write("bvlua runs: ", tostring(result), "\n")
   return 1
 end
+
+M.find_runs, M.default_metric = find_runs, default_metric
 
 return M

@@ -1,0 +1,144 @@
+-- bvlua plot: the figure big_vision's GPU tutorial draws from big_vision_metrics.txt, for one
+-- run or several overlaid (a colour per run): training loss and an eval metric (right axis,
+-- dashed) against epoch, img/sec/core against step, and the z/secs timings against step. Or any
+-- panels asked for with --x KEY --y KEY. PNG or SVG, drawn with cairo (runtime/plot/figure.h).
+local metrics = require "bv.metrics"
+local runs = require "bv.commands.runs"
+
+local M = {}
+
+M.USAGE = [==[
+usage: bvlua plot DIR... [-o FILE.png|FILE.svg] [--metric KEY] [--x KEY --y KEY]...
+
+DIR is a workdir (it holds big_vision_metrics.txt) or a directory of workdirs. By default the
+figure has the tutorial's panels: training_loss and an eval metric (--metric, default the first
+ending in prec@1 or acc; right axis, dashed) against epoch, img/sec/core against step, and every
+z/secs/* timing against step. Each --x KEY --y KEY pair replaces them with a panel of its own.
+
+options:
+  -o FILE       the picture to write, .png or .svg (default plot.png)
+  --metric KEY  the eval metric of the first panel
+  --x KEY, --y KEY   a panel of KEY (y) against KEY (x); repeat for more panels
+  -h, --help    this text]==]
+
+local function usage_error(msg)
+  io.stderr:write("bvlua plot: ", msg, "\n", M.USAGE, "\n")
+  return 2
+end
+
+-- The (x, y) points of the rows that have both keys.
+local function points(rows, xkey, ykey)
+  local xs, ys = {}, {}
+  for _, row in ipairs(rows) do
+    local x, y = row[xkey], row[ykey]
+    if type(x) == "number" and type(y) == "number" then xs[#xs + 1], ys[#ys + 1] = x, y end
+  end
+  return xs, ys
+end
+
+local function has_points(list)
+  for _, s in ipairs(list) do
+    if #s.x > 0 then return true end
+  end
+  return false
+end
+
+local function main(argv)
+  local paths, out, metric, pairs_xy, x = {}, "plot.png", nil, {}, nil
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    local function value()
+      i = i + 1
+      return argv[i] or error(a .. " needs a value", 0)
+    end
+    if a == "-h" or a == "--help" then
+      io.stdout:write(M.USAGE, "\n")
+      return 0
+    elseif a == "-o" then
+      out = value()
+    elseif a == "--metric" then
+      metric = value()
+    elseif a == "--x" then
+      x = value()
+    elseif a == "--y" then
+      if not x then return usage_error("--y " .. argv[i + 1] .. " needs an --x KEY before it") end
+      pairs_xy[#pairs_xy + 1] = {x, value()}
+    elseif a:sub(1, 1) == "-" then
+      return usage_error("unknown option " .. a)
+    else
+      paths[#paths + 1] = a
+    end
+    i = i + 1
+  end
+  if #paths == 0 then return usage_error("no DIR given") end
+
+  local found = runs.find_runs(paths)
+  local data = {}
+  for r, dir in ipairs(found) do
+    data[r] = {name = dir, rows = metrics.read(dir .. "/big_vision_metrics.txt")}
+  end
+  metric = metric or runs.default_metric(data[1].rows)
+
+  local panels = {}
+  if #pairs_xy > 0 then
+    for _, xy in ipairs(pairs_xy) do
+      local p = {title = xy[2] .. " against " .. xy[1], xlabel = xy[1], ylabel = xy[2], series = {}}
+      for r, run in ipairs(data) do
+        local xs, ys = points(run.rows, xy[1], xy[2])
+        p.series[#p.series + 1] = {name = run.name, color = r - 1, x = xs, y = ys}
+      end
+      if not has_points(p.series) then
+        error(string.format("no line of the metrics holds both '%s' and '%s'", xy[1], xy[2]), 0)
+      end
+      panels[#panels + 1] = p
+    end
+  else
+    local loss = {title = "training loss and " .. metric, xlabel = "epoch",
+                  ylabel = "training_loss", ylabel_right = metric, series = {}, series_right = {}}
+    if #data > 1 then  -- the legend names the runs once: solid is the loss, dashed the metric
+      loss.title = "training loss (solid) and " .. metric .. " (dashed)"
+    end
+    local speed = {title = "img/sec/core", xlabel = "step", ylabel = "img/sec/core", series = {}}
+    local secs = {title = "timings (z/secs)", xlabel = "step", ylabel = "seconds", series = {}}
+    for r, run in ipairs(data) do
+      local suffix = #data > 1 and (" " .. run.name) or ""
+      local xs, ys = points(run.rows, "epoch", "training_loss")
+      loss.series[#loss.series + 1] = {name = #data > 1 and run.name or "training_loss",
+                                       color = r - 1, x = xs, y = ys}
+      xs, ys = points(run.rows, "epoch", metric)
+      loss.series_right[#loss.series_right + 1] = {name = #data > 1 and "" or metric,
+                                                   color = r - 1, x = xs, y = ys}
+      xs, ys = points(run.rows, "step", "img/sec/core")
+      speed.series[#speed.series + 1] = {name = run.name, color = r - 1, x = xs, y = ys}
+      local keys = {}
+      for _, row in ipairs(run.rows) do
+        for k in pairs(row) do
+          if k:find("^z/secs/") and not keys[k] then keys[#keys + 1], keys[k] = k, true end
+        end
+      end
+      table.sort(keys)
+      for k_i, k in ipairs(keys) do
+        xs, ys = points(run.rows, "step", k)
+        secs.series[#secs.series + 1] = {name = k:sub(8) .. suffix,
+                                         color = (r - 1) * #keys + k_i - 1, x = xs, y = ys}
+      end
+    end
+    if not has_points(loss.series) then
+      error("no training_loss with an epoch in the metrics files (big_vision_metrics.txt)", 0)
+    end
+    panels = {loss, speed, secs}
+  end
+  bv._plot.save({panels = panels, columns = #panels >= 3 and 3 or #panels}, out)
+  io.stdout:write("bvlua plot: wrote ", out, "\n")
+  return 0
+end
+
+function M.main(argv)
+  local ok, result = pcall(main, argv or {})
+  if ok then return result end
+  io.stderr:write("bvlua plot: ", tostring(result), "\n")
+  return 1
+end
+
+return M

@@ -1,0 +1,246 @@
+#include "plot/figure.h"
+
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+
+#include "core/error.h"
+
+namespace bv::plot {
+
+namespace {
+
+// matplotlib's tab10, a palette people read at a glance.
+const double kPalette[10][3] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17},
+                                {0.84, 0.15, 0.16}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
+                                {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
+                                {0.09, 0.75, 0.81}};
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+};
+
+// A step of 1, 2 or 5 times a power of ten giving about `n` ticks over [lo, hi].
+double tick_step(double lo, double hi, int n) {
+  double raw = (hi - lo) / n;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+// The range widened to whole ticks (and to some width when all values are equal).
+void nice(Range& r) {
+  if (r.empty()) r.lo = 0, r.hi = 1;
+  if (r.hi - r.lo < 1e-12 * std::max(1.0, std::fabs(r.hi))) {
+    double pad = r.hi == 0 ? 1 : std::fabs(r.hi) * 0.1;
+    r.lo -= pad, r.hi += pad;
+  }
+  double step = tick_step(r.lo, r.hi, 5);
+  r.lo = std::floor(r.lo / step) * step;
+  r.hi = std::ceil(r.hi / step) * step;
+}
+
+std::string tick_text(double v, double step) {
+  char buf[32];
+  if (std::fabs(v) < step * 1e-6) v = 0;
+  double a = std::fabs(v);
+  if (a != 0 && (a >= 1e5 || a < 1e-3)) {
+    std::snprintf(buf, sizeof buf, "%.1e", v);
+  } else {
+    int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  }
+  return buf;
+}
+
+void text_at(cairo_t* cr, const std::string& s, double x, double y, double align_x, double align_y,
+             double angle = 0) {
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  cairo_save(cr);
+  cairo_translate(cr, x, y);
+  cairo_rotate(cr, angle);
+  cairo_move_to(cr, -e.width * align_x - e.x_bearing, -e.height * align_y - e.y_bearing);
+  cairo_show_text(cr, s.c_str());
+  cairo_restore(cr);
+}
+
+void set_color(cairo_t* cr, int color) {
+  const double* c = kPalette[((color % 10) + 10) % 10];
+  cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+}
+
+void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
+  const double left = 70, right = p.series_right.empty() ? 20 : 70, top = 34, bottom = 50;
+  const double pw = W - left - right, ph = H - top - bottom;
+  Range xr, yr, yr2;
+  for (const Series& s : p.series) {
+    for (double v : s.x) xr.add(v);
+    for (double v : s.y) yr.add(v);
+  }
+  for (const Series& s : p.series_right) {
+    for (double v : s.x) xr.add(v);
+    for (double v : s.y) yr2.add(v);
+  }
+  bool no_data = xr.empty();
+  nice(xr), nice(yr), nice(yr2);
+  auto X = [&](double v) { return left + (v - xr.lo) / (xr.hi - xr.lo) * pw; };
+  auto Y = [&](double v, const Range& r) { return top + (r.hi - v) / (r.hi - r.lo) * ph; };
+
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  // Grid and ticks.
+  cairo_set_line_width(cr, 1);
+  cairo_set_font_size(cr, 11);
+  double xs = tick_step(xr.lo, xr.hi, 5), ys = tick_step(yr.lo, yr.hi, 5);
+  for (double v = xr.lo; v <= xr.hi + xs * 1e-6; v += xs) {
+    cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+    cairo_move_to(cr, X(v), top), cairo_line_to(cr, X(v), top + ph), cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    text_at(cr, tick_text(v, xs), X(v), top + ph + 6, 0.5, 0);
+  }
+  for (double v = yr.lo; v <= yr.hi + ys * 1e-6; v += ys) {
+    cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+    cairo_move_to(cr, left, Y(v, yr)), cairo_line_to(cr, left + pw, Y(v, yr)), cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    text_at(cr, tick_text(v, ys), left - 6, Y(v, yr), 1, 0.5);
+  }
+  if (!p.series_right.empty()) {
+    double s2 = tick_step(yr2.lo, yr2.hi, 5);
+    for (double v = yr2.lo; v <= yr2.hi + s2 * 1e-6; v += s2) {
+      text_at(cr, tick_text(v, s2), left + pw + 6, Y(v, yr2), 0, 0.5);
+    }
+  }
+  // Frame, labels, title.
+  cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_stroke(cr);
+  cairo_set_font_size(cr, 12);
+  text_at(cr, p.xlabel, left + pw / 2, H - 8, 0.5, 1);
+  text_at(cr, p.ylabel, 16, top + ph / 2, 0.5, 0.5, -M_PI / 2);
+  if (!p.ylabel_right.empty())
+    text_at(cr, p.ylabel_right, W - 14, top + ph / 2, 0.5, 0.5, M_PI / 2);
+  cairo_set_font_size(cr, 14);
+  text_at(cr, p.title, left + pw / 2, 10, 0.5, 0);
+  if (no_data) {
+    cairo_set_font_size(cr, 12);
+    text_at(cr, "no data", left + pw / 2, top + ph / 2, 0.5, 0.5);
+    return;
+  }
+
+  // The lines, clipped to the plot area.
+  cairo_save(cr);
+  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_clip(cr);
+  cairo_set_line_width(cr, 2);
+  auto draw = [&](const Series& s, const Range& r, bool dashed) {
+    set_color(cr, s.color);
+    double dash[] = {6, 4};
+    cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
+    bool pen = false;
+    size_t n = std::min(s.x.size(), s.y.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      if (pen) {
+        cairo_line_to(cr, X(s.x[i]), Y(s.y[i], r));
+      } else {
+        cairo_move_to(cr, X(s.x[i]), Y(s.y[i], r));
+        pen = true;
+      }
+    }
+    if (n == 1) cairo_rel_line_to(cr, 0.1, 0);  // a single point: a dot
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+    cairo_stroke(cr);
+  };
+  for (const Series& s : p.series) draw(s, yr, false);
+  for (const Series& s : p.series_right) draw(s, yr2, true);
+  cairo_restore(cr);
+  cairo_set_dash(cr, nullptr, 0, 0);
+
+  // The legend, top right inside the plot.
+  cairo_set_font_size(cr, 11);
+  std::vector<std::pair<const Series*, bool>> entries;
+  // Series without a name stay out of the legend (their colour is named by another entry).
+  for (const Series& s : p.series) {
+    if (!s.name.empty()) entries.emplace_back(&s, false);
+  }
+  for (const Series& s : p.series_right) {
+    if (!s.name.empty()) entries.emplace_back(&s, true);
+  }
+  if (entries.empty()) return;
+  double widest = 0;
+  for (auto& [s, dashed] : entries) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s->name.c_str(), &e);
+    widest = std::max(widest, e.x_advance);
+  }
+  double lx = left + pw - widest - 44, ly = top + 8, row = 16;
+  cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+  cairo_rectangle(cr, lx - 6, ly - 4, widest + 46, row * static_cast<double>(entries.size()) + 6);
+  cairo_fill(cr);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [s, dashed] = entries[i];
+    double y = ly + row * static_cast<double>(i) + row / 2;
+    set_color(cr, s->color);
+    double dash[] = {5, 3};
+    cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
+    cairo_set_line_width(cr, 2);
+    cairo_move_to(cr, lx, y), cairo_line_to(cr, lx + 26, y), cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    text_at(cr, s->name, lx + 32, y, 0, 0.5);
+  }
+}
+
+}  // namespace
+
+void save_figure(const Figure& f, const std::string& path) {
+  BV_CHECK(!f.panels.empty(), "plot '", path, "': no panels");
+  bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
+  bool png = path.size() > 4 && path.compare(path.size() - 4, 4, ".png") == 0;
+  BV_CHECK(svg || png, "plot '", path, "': the file name must end in .png or .svg");
+  int cols = std::max(1, std::min(f.columns, static_cast<int>(f.panels.size())));
+  int rows = (static_cast<int>(f.panels.size()) + cols - 1) / cols;
+  double W = f.panel_width * cols, H = f.panel_height * rows;
+  cairo_surface_t* surface = svg ? cairo_svg_surface_create(path.c_str(), W, H)
+                                 : cairo_image_surface_create(CAIRO_FORMAT_RGB24,
+                                                              static_cast<int>(W),
+                                                              static_cast<int>(H));
+  std::unique_ptr<cairo_surface_t, void (*)(cairo_surface_t*)> own(surface, cairo_surface_destroy);
+  BV_CHECK(cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS, "plot '", path,
+           "': ", cairo_status_to_string(cairo_surface_status(surface)));
+  cairo_t* cr = cairo_create(surface);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  for (size_t i = 0; i < f.panels.size(); ++i) {
+    cairo_save(cr);
+    cairo_translate(cr, f.panel_width * static_cast<double>(i % static_cast<size_t>(cols)),
+                    f.panel_height * static_cast<double>(i / static_cast<size_t>(cols)));
+    draw_panel(cr, f.panels[i], f.panel_width, f.panel_height);
+    cairo_restore(cr);
+  }
+  cairo_status_t status = cairo_status(cr);
+  cairo_destroy(cr);
+  BV_CHECK(status == CAIRO_STATUS_SUCCESS, "plot '", path, "': ", cairo_status_to_string(status));
+  if (png) {
+    cairo_status_t written = cairo_surface_write_to_png(surface, path.c_str());
+    BV_CHECK(written == CAIRO_STATUS_SUCCESS, "plot: cannot write '", path,
+             "': ", cairo_status_to_string(written));
+  }
+  cairo_surface_finish(surface);
+  BV_CHECK(cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS, "plot: cannot write '", path,
+           "': ", cairo_status_to_string(cairo_surface_status(surface)));
+}
+
+}  // namespace bv::plot
