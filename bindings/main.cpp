@@ -31,6 +31,8 @@ const char* kUsage =
     "  sweep SWEEP.lua | CONFIG --workdir DIR --grid KEY=V1,V2 ...\n"
     "                             config variants as a queue, N at a time (`bvlua sweep --help`)\n"
     "  plot DIR... [-o FILE.png]  the tutorial's curves from the runs' metrics files\n"
+    "  mistakes OUTFILE.json DATA.jsonl [-o FILE.png]\n"
+    "                             a contact sheet of a VQA evaluator's wrong answers\n"
     "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
     "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
@@ -229,7 +231,8 @@ int main(int argc, char** argv) {
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
-      command != "runs" && command != "sweep" && command != "plot" && command != "launch") {
+      command != "runs" && command != "sweep" && command != "plot" && command != "mistakes" &&
+      command != "launch") {
     return usage_error("unknown command '" + command + "'");
   }
   if (command == "launch") {
@@ -284,6 +287,8 @@ int main(int argc, char** argv) {
     code = run_lua_command(L, "bv.commands.sweep", rest);
   } else if (command == "plot") {
     code = run_lua_command(L, "bv.commands.plot", rest);
+  } else if (command == "mistakes") {
+    code = run_lua_command(L, "bv.commands.mistakes", rest);
   } else {
     code = run_lua_command(L, "bv.repl", rest);
   }

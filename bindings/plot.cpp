@@ -2,6 +2,7 @@
 //   figure = {columns = 2, panels = {{title =, xlabel =, ylabel =, ylabel_right =,
 //             series = {{name =, color = 0, x = {...}, y = {...}}, ...}, series_right = {...}}}}
 // lib/bv/commands/plot.lua builds the figure from metrics files.
+#include <ATen/ATen.h>
 #include <lua.hpp>
 
 #include <string>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "lua_util.h"
 #include "plot/figure.h"
+#include "tensor.h"
 
 namespace bv::lua {
 
@@ -90,10 +92,47 @@ int plot_save(lua_State* L) {
   return 0;
 }
 
+// bv._plot.contact_sheet({{image = uint8 tensor [H, W, 3], title = "..."}, ...}, path
+//                        [, {columns = 4, cell = 224}])
+int plot_contact_sheet(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::string path = luaL_checkstring(L, 2);
+  int columns = 4, cell = 224;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "columns");
+    if (lua_isinteger(L, -1)) columns = static_cast<int>(lua_tointeger(L, -1));
+    lua_getfield(L, 3, "cell");
+    if (lua_isinteger(L, -1)) cell = static_cast<int>(lua_tointeger(L, -1));
+    lua_pop(L, 2);
+  }
+  std::vector<plot::Tile> tiles;
+  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
+    lua_geti(L, 1, i);
+    int t = lua_gettop(L);
+    lua_getfield(L, t, "image");
+    at::Tensor* img = test_tensor(L, -1);
+    if (!img || img->dim() != 3 || img->size(2) != 3 || img->scalar_type() != at::kByte) {
+      raise(L, str("contact_sheet: picture ", i, " must be a uint8 tensor [H, W, 3]"));
+    }
+    at::Tensor c = img->contiguous();
+    plot::Tile tile;
+    tile.height = static_cast<int>(c.size(0));
+    tile.width = static_cast<int>(c.size(1));
+    tile.rgb.assign(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
+    lua_pop(L, 1);
+    tile.title = string_field(L, t, "title");
+    tiles.push_back(std::move(tile));
+    lua_pop(L, 1);
+  }
+  plot::save_contact_sheet(tiles, columns, cell, path);
+  return 0;
+}
+
 }  // namespace
 
 void open_plot(lua_State* L) {
-  static const luaL_Reg functions[] = {BV_FN("save", plot_save), {nullptr, nullptr}};
+  static const luaL_Reg functions[] = {
+      BV_FN("save", plot_save), BV_FN("contact_sheet", plot_contact_sheet), {nullptr, nullptr}};
   luaL_newlib(L, functions);
   lua_setfield(L, -2, "_plot");
 }

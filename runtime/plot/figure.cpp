@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -241,6 +242,66 @@ void save_figure(const Figure& f, const std::string& path) {
   cairo_surface_finish(surface);
   BV_CHECK(cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS, "plot: cannot write '", path,
            "': ", cairo_status_to_string(cairo_surface_status(surface)));
+}
+
+void save_contact_sheet(const std::vector<Tile>& tiles, int columns, int cell,
+                        const std::string& path) {
+  BV_CHECK(!tiles.empty(), "contact sheet '", path, "': no pictures");
+  BV_CHECK(columns > 0 && cell > 0, "contact sheet: columns and cell size must be positive");
+  const int title_h = 28, pad = 8;
+  int cols = std::min(columns, static_cast<int>(tiles.size()));
+  int rows = (static_cast<int>(tiles.size()) + cols - 1) / cols;
+  int W = cols * (cell + pad) + pad, H = rows * (cell + title_h + pad) + pad;
+  cairo_surface_t* sheet = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+  std::unique_ptr<cairo_surface_t, void (*)(cairo_surface_t*)> own(sheet, cairo_surface_destroy);
+  cairo_t* cr = cairo_create(sheet);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, 14);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const Tile& t = tiles[i];
+    BV_CHECK(t.height > 0 && t.width > 0 &&
+                 t.rgb.size() == static_cast<size_t>(t.height) * static_cast<size_t>(t.width) * 3,
+             "contact sheet: picture ", i + 1, " has ", t.rgb.size(), " bytes for ", t.height, "x",
+             t.width, " RGB");
+    // cairo's RGB24 is a 32-bit word per pixel.
+    cairo_surface_t* img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, t.width, t.height);
+    std::unique_ptr<cairo_surface_t, void (*)(cairo_surface_t*)> own_img(img,
+                                                                         cairo_surface_destroy);
+    cairo_surface_flush(img);
+    unsigned char* data = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    for (int y = 0; y < t.height; ++y) {
+      auto* row = reinterpret_cast<uint32_t*>(data + static_cast<ptrdiff_t>(y) * stride);
+      const unsigned char* src = t.rgb.data() + static_cast<size_t>(y) * t.width * 3;
+      for (int x = 0; x < t.width; ++x, src += 3) {
+        row[x] = (uint32_t{src[0]} << 16) | (uint32_t{src[1]} << 8) | uint32_t{src[2]};
+      }
+    }
+    cairo_surface_mark_dirty(img);
+    double x0 = pad + static_cast<double>(i % static_cast<size_t>(cols)) * (cell + pad);
+    double y0 = pad + static_cast<double>(i / static_cast<size_t>(cols)) * (cell + title_h + pad);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    text_at(cr, t.title, x0 + cell / 2.0, y0 + title_h / 2.0, 0.5, 0.5);
+    double scale =
+        std::min(static_cast<double>(cell) / t.width, static_cast<double>(cell) / t.height);
+    cairo_save(cr);
+    cairo_translate(cr, x0 + (cell - t.width * scale) / 2, y0 + title_h);
+    cairo_scale(cr, scale, scale);
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_paint(cr);
+    cairo_restore(cr);
+    cairo_set_source_rgb(cr, 0.6, 0.6, 0.6);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, x0 + (cell - t.width * scale) / 2, y0 + title_h, t.width * scale,
+                    t.height * scale);
+    cairo_stroke(cr);
+  }
+  cairo_destroy(cr);
+  cairo_status_t written = cairo_surface_write_to_png(sheet, path.c_str());
+  BV_CHECK(written == CAIRO_STATUS_SUCCESS, "contact sheet: cannot write '", path,
+           "': ", cairo_status_to_string(written));
 }
 
 }  // namespace bv::plot

@@ -29,4 +29,16 @@ struct Figure {
 // Draws `figure` into `path`: .png or .svg by its extension (else an error naming the path).
 void save_figure(const Figure& figure, const std::string& path);
 
+// One picture of a contact sheet: RGB bytes, row-major [height][width][3], and its title.
+struct Tile {
+  int height = 0, width = 0;
+  std::vector<unsigned char> rgb;
+  std::string title;
+};
+
+// A grid of pictures, each scaled to fit a `cell` x `cell` square under its title (the
+// tutorial's picture of mistakes: "Pred: 1   GT: 2"), written as a PNG.
+void save_contact_sheet(const std::vector<Tile>& tiles, int columns, int cell,
+                        const std::string& path);
+
 }  // namespace bv::plot

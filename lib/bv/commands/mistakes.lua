@@ -1,0 +1,124 @@
+-- bvlua mistakes: the tutorial's picture of mistakes. From a VQA evaluator's outfile (a JSON list
+-- of {question_id, answer, gts}) and the JSON-L data it evaluated, a contact sheet of randomly
+-- chosen wrong answers, each image titled "Pred: x   GT: y".
+local json = require "bv.json"
+
+local M = {}
+
+M.USAGE = [==[
+usage: bvlua mistakes OUTFILE.json DATA.jsonl [-o FILE.png] [--n N] [--seed S] [--key KEY]
+
+OUTFILE.json: what the vqa evaluator wrote (e.g. runs/pg/vqa_eval_120.json). DATA.jsonl: the
+split it evaluated; an example's question_id is its "id" field, else its 0-based line number
+(as the bv:jsonl source numbers them), and its picture the file named by --key (default image)
+relative to the data file's directory.
+
+options:
+  -o FILE     the contact sheet to write (default mistakes.png)
+  --n N       how many mistakes, chosen at random (default 8)
+  --seed S    the random choice's seed (default 0)
+  --key KEY   the example's image file field (default image)
+  -h, --help  this text]==]
+
+local function usage_error(msg)
+  io.stderr:write("bvlua mistakes: ", msg, "\n", M.USAGE, "\n")
+  return 2
+end
+
+local function trim(s) return (tostring(s):gsub("^%s+", ""):gsub("%s+$", "")) end
+
+local function main(argv)
+  local files, out, n, seed, key = {}, "mistakes.png", 8, 0, "image"
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    local function value()
+      i = i + 1
+      return argv[i] or error(a .. " needs a value", 0)
+    end
+    if a == "-h" or a == "--help" then
+      io.stdout:write(M.USAGE, "\n")
+      return 0
+    elseif a == "-o" then
+      out = value()
+    elseif a == "--n" or a == "--seed" then
+      local v = math.tointeger(tonumber(value()))
+      if not v or v < 0 then return usage_error(a .. " wants a whole number") end
+      if a == "--n" then n = v else seed = v end
+    elseif a == "--key" then
+      key = value()
+    elseif a:sub(1, 1) == "-" then
+      return usage_error("unknown option " .. a)
+    else
+      files[#files + 1] = a
+    end
+    i = i + 1
+  end
+  if #files ~= 2 then return usage_error("give the evaluator's OUTFILE.json and the DATA.jsonl") end
+  local outfile, data = files[1], files[2]
+
+  local records = json.decode(bv.fs.read_file(outfile))
+  if type(records) ~= "table" then error(outfile .. " is not a JSON list of records", 0) end
+  local wrong = {}
+  for j, r in ipairs(records) do
+    if type(r) ~= "table" or r.question_id == nil or r.answer == nil or type(r.gts) ~= "table" then
+      error(string.format("%s: record %d lacks question_id, answer or gts (the vqa evaluator's "
+                          .. "outfile has them when the eval pp keeps question_id)", outfile, j), 0)
+    end
+    local right = false
+    for _, gt in ipairs(r.gts) do right = right or trim(gt) == trim(r.answer) end
+    if not right then wrong[#wrong + 1] = r end
+  end
+  if #wrong == 0 then
+    io.stdout:write(string.format("bvlua mistakes: no mistakes among the %d answers of %s\n",
+                                  #records, outfile))
+    return 0
+  end
+
+  -- The data's examples by id.
+  local dir = data:match("^(.*)/[^/]*$") or "."
+  local by_id, line_no = {}, 0
+  for line in io.lines(data) do
+    if line:find("%S") then
+      local ex = json.decode(line)
+      by_id[tostring(ex.id ~= nil and ex.id or line_no)] = ex
+      line_no = line_no + 1
+    end
+  end
+
+  -- n of them at random (a seeded shuffle), then in question order.
+  local rng = bv.rng(seed)
+  for j = #wrong, 2, -1 do
+    local k = rng:integer(1, j)
+    wrong[j], wrong[k] = wrong[k], wrong[j]
+  end
+  local tiles = {}
+  for j = 1, math.min(n, #wrong) do
+    local r = wrong[j]
+    local ex = by_id[tostring(r.question_id)]
+    if not ex then
+      error(string.format("question_id %s of %s is not an example of %s", tostring(r.question_id),
+                          outfile, data), 0)
+    end
+    if type(ex[key]) ~= "string" then
+      error(string.format("example %s of %s has no '%s' file name (--key)", tostring(r.question_id),
+                          data, key), 0)
+    end
+    tiles[#tiles + 1] = {image = bv.image.read(dir .. "/" .. ex[key]),
+                         title = string.format("Pred: %s   GT: %s", trim(r.answer),
+                                               table.concat(r.gts, " / "))}
+  end
+  bv._plot.contact_sheet(tiles, out, {columns = math.min(4, #tiles), cell = 224})
+  io.stdout:write(string.format("bvlua mistakes: %d of %d answers are wrong; wrote %d to %s\n",
+                                #wrong, #records, #tiles, out))
+  return 0
+end
+
+function M.main(argv)
+  local ok, result = pcall(main, argv or {})
+  if ok then return result end
+  io.stderr:write("bvlua mistakes: ", tostring(result), "\n")
+  return 1
+end
+
+return M
