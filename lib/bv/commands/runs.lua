@@ -190,8 +190,16 @@ local function main(argv)
     io.stdout:write(csv(header), "\n")
     for _, r in ipairs(runs) do io.stdout:write(csv(cells(r)), "\n") end
   else
+    -- Long values (a pp string) are cut in the middle on a terminal; --csv/--json keep them.
+    local function short(c)
+      return #c > 40 and (c:sub(1, 18) .. "..." .. c:sub(-19)) or c
+    end
     local rows = {header}
-    for _, r in ipairs(runs) do rows[#rows + 1] = cells(r) end
+    for _, r in ipairs(runs) do
+      local row = cells(r)
+      for j = 2, #row do row[j] = short(row[j]) end
+      rows[#rows + 1] = row
+    end
     local width = {}
     for _, row in ipairs(rows) do
       for j, c in ipairs(row) do width[j] = math.max(width[j] or 0, #c) end

@@ -32,6 +32,12 @@ options:
 Running the same sweep again skips the finished runs and resumes the others. `bvlua runs DIR`
 ranks them.]==]
 
+-- A line of the sweep's log, out at once (its stdout is often a file read while it runs).
+local function say(...)
+  io.stdout:write(...)
+  io.stdout:flush()
+end
+
 local function usage_error(msg)
   io.stderr:write("bvlua sweep: ", msg, "\n", M.USAGE, "\n")
   return 2
@@ -153,11 +159,11 @@ local function run_sweep(spec)
     jobs[#jobs + 1] = job
   end
   bv.fs.mkdirs(spec.workdir)
-  io.stdout:write(string.format("sweep: %d runs in %s, %d at a time%s\n", #jobs, spec.workdir,
+  say(string.format("sweep: %d runs in %s, %d at a time%s\n", #jobs, spec.workdir,
     #slots, gpus > 0 and string.format(" on %d GPU(s)", gpus) or
     string.format(" (%d threads each)", threads)))
   for _, job in ipairs(jobs) do
-    if job.state == "done" then io.stdout:write("  skip   ", job.name, " (finished before)\n") end
+    if job.state == "done" then say("  skip   ", job.name, " (finished before)\n") end
   end
 
   local function start(job, slot)
@@ -170,7 +176,7 @@ local function run_sweep(spec)
     if slot.gpu then env.CUDA_VISIBLE_DEVICES = tostring(slot.gpu) end
     job.pid = bv._proc.spawn(argv, env, job.dir .. "/sweep.log")
     job.slot, slot.job, job.state = slot, job, "running"
-    io.stdout:write(string.format("  start  %s%s\n", job.name,
+    say(string.format("  start  %s%s\n", job.name,
                                   slot.gpu and (" on GPU " .. slot.gpu) or ""))
   end
 
@@ -179,7 +185,7 @@ local function run_sweep(spec)
   while true do
     if not stopping and bv.stop_requested() then
       stopping = true
-      io.stdout:write("sweep: stopping; each running job saves a checkpoint first\n")
+      say("sweep: stopping; each running job saves a checkpoint first\n")
       for _, job in ipairs(jobs) do
         if job.state == "running" then bv._proc.signal(job.pid, "TERM") end
       end
@@ -198,7 +204,7 @@ local function run_sweep(spec)
           else
             job.state = "failed (exit " .. code .. ", see " .. job.dir .. "/sweep.log)"
           end
-          io.stdout:write(string.format("  %-6s %s\n", job.state:match("^%a+"), job.name))
+          say(string.format("  %-6s %s\n", job.state:match("^%a+"), job.name))
         else
           running = running + 1
         end
@@ -234,7 +240,7 @@ local function run_sweep(spec)
   for _, s in ipairs({"done", "failed", "stopped", "queued"}) do
     if counts[s] then parts[#parts + 1] = counts[s] .. " " .. s end
   end
-  io.stdout:write("sweep: ", table.concat(parts, ", "), "\n")
+  say("sweep: ", table.concat(parts, ", "), "\n")
   if stopping then return 0 end
   return failed > 0 and 1 or 0
 end
