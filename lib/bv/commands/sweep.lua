@@ -27,6 +27,8 @@ options:
   --grid KEY=V1,...  a swept config key and its values (repeat for a grid); KEY as in --config.KEY
   --jobs N           jobs at once on the CPU (default 1); each gets cores/N threads
   --gpus N           jobs go to GPUs 0..N-1, --per-gpu K at a time on each (default 1)
+  --status SECS      print every job's state, step and latest metrics this often (default 30;
+                     0: never); a sweep file may set status too
   -h, --help         this text
 
 Running the same sweep again skips the finished runs and resumes the others. `bvlua runs DIR`
@@ -120,6 +122,8 @@ local function parse_cli(argv)
       local list = {}
       for v in vals:gmatch("[^,]+") do list[#list + 1] = tonumber(v) or v end
       spec.grid[#spec.grid + 1] = {key:gsub("^config%.", ""), list}
+    elseif a == "--status" then
+      spec.status = tonumber(value()) or error("--status wants seconds", 0)
     elseif a == "--jobs" or a == "--gpus" or a == "--per-gpu" then
       local n = math.tointeger(tonumber(value()))
       if not n or n < 0 then error(a .. " wants a whole number", 0) end
@@ -180,9 +184,48 @@ local function run_sweep(spec)
                                   slot.gpu and (" on GPU " .. slot.gpu) or ""))
   end
 
+  -- The live table: every `status` seconds, each job's state, step and latest metrics.
+  local status_every, last_status = spec.status or 30, bv.clock()
+  local function latest(job)
+    local path = job.dir .. "/big_vision_metrics.txt"
+    if not bv.fs.exists(path) then return "" end
+    local step, shown = nil, {}
+    for line in io.lines(path) do
+      local ok, row = pcall(json.decode, line)
+      if ok and type(row) == "table" then
+        step = row.step or step
+        for k, v in pairs(row) do
+          local metric = k == "training_loss" or k:find("prec@1$") or k:find("/acc$")
+          if type(v) == "number" and metric and not k:find("^z/") then
+            shown[k] = v
+          end
+        end
+      end
+    end
+    local keys = {}
+    for k in pairs(shown) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local parts = {step and ("step " .. math.tointeger(step)) or ""}
+    for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.4g", k, shown[k]) end
+    return table.concat(parts, "  ")
+  end
+  local function print_status()
+    local lines = {"sweep status:"}
+    for _, job in ipairs(jobs) do
+      local state = job.state:match("^%a+")
+      lines[#lines + 1] = string.format("  %-8s %-40s %s", state, job.name,
+                                        state == "queued" and "" or latest(job))
+    end
+    say(table.concat(lines, "\n"), "\n")
+  end
+
   local stopping = false
   bv.handle_stop_signals()
   while true do
+    if status_every > 0 and bv.clock() - last_status >= status_every then
+      print_status()
+      last_status = bv.clock()
+    end
     if not stopping and bv.stop_requested() then
       stopping = true
       say("sweep: stopping; each running job saves a checkpoint first\n")
@@ -240,6 +283,7 @@ local function run_sweep(spec)
   for _, s in ipairs({"done", "failed", "stopped", "queued"}) do
     if counts[s] then parts[#parts + 1] = counts[s] .. " " .. s end
   end
+  if status_every > 0 then print_status() end
   say("sweep: ", table.concat(parts, ", "), "\n")
   if stopping then return 0 end
   return failed > 0 and 1 or 0
