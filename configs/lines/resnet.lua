@@ -61,8 +61,11 @@ local function get_config(arg)
   c.model = {depth = 26, width = 1.0}
   c.ckpt_percent = 0.25
   -- The evaluation sees whole images: the pp written out without augmentations.
+  -- eval/acc also writes its predictions (for `bvlua mistakes`): its pp keeps the example ids.
+  local eval_pp = image .. '|onehot(3, key="label", key_result="labels")|keep("image", "labels", "id")'
   c.evals = {["eval/acc"] = {type = "classification", loss_name = "softmax_xent",
-                             data = lines.data(arg.data, "val"), pp = image .. "|" .. labels,
+                             data = lines.data(arg.data, "val"), pp = eval_pp,
+                             outfile = "{workdir}/eval_acc_{step}.json",
                              log_percent = 1 / 8, skip_first = true, cache = "final_data"},
              -- The tutorial's table reports test accuracy (hyper-parameters chosen on val):
              -- the test split, once, at the end.

@@ -29,6 +29,9 @@ train() {  # train WORKDIR CONFIG[:ARGS] [FLAGS...]
 train resnet "$ROOT/configs/lines/resnet.lua:runlocal"
 grep -q 'lines_flip_ud' resnet/config.json || fail "the config's own op is not in the train pp"
 grep -q 'random_crop(32)' resnet/config.json || fail "crop is on by default"
+"$BVLUA" mistakes resnet/eval_acc_8.json data/lines/val.jsonl -o resnet/mistakes.png >"$TMP/out" 2>&1 \
+  || fail "bvlua mistakes on the classification evaluator's outfile"
+[ -s resnet/mistakes.png ] || fail "no mistakes sheet"
 train resnet_noaug "$ROOT/configs/lines/resnet.lua:runlocal,flip=True,crop=False" --config.lr 3e-4
 grep -q 'random_crop' resnet_noaug/config.json && fail "crop=False still crops"
 grep -q '"lr": 0.0003' resnet_noaug/config.json || fail "--config.lr 3e-4 (a space) was not applied"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `bvlua mistakes`: from a VQA outfile (written here as the vqa evaluator writes it) and the
+# `bvlua mistakes`: from a VQA outfile (written here as the vqa evaluator writes it; then a
+# classification evaluator's) and the
 # lines data it evaluated, a contact sheet of the wrong answers only, titled "Pred: x   GT: y";
 # an outfile without question_id, or an id the data lacks, is an error naming it.
 # Usage: mistakes_test.sh path/to/bvlua
@@ -30,9 +31,16 @@ local px = img:to('int64')
 local red = ((px:select(3, 1) - 255):abs() + px:select(3, 2) + px:select(3, 3)):lt(60):to('int64'):sum():item()
 assert(red > 200, 'red line pixels: ' .. red)" >"$TMP/out" 2>&1 || fail "the sheet's pixels"
 
+# The classification evaluator's outfile: {id, label, prediction}, 0-based classes.
+echo '[{"id": "0", "label": 1, "prediction": 1}, {"id": "3", "label": 2, "prediction": 0}]' \
+  >"$TMP/cls.json"
+"$BVLUA" mistakes "$TMP/cls.json" "$TMP/lines/val.jsonl" -o "$TMP/c.png" >"$TMP/out" 2>&1 \
+  || fail "classification records exited with $?"
+grep -q "1 of 2 answers are wrong; wrote 1 to" "$TMP/out" || fail "classification mistakes"
+
 echo '[{"answer": "1", "gts": ["2"]}]' >"$TMP/bad.json"
 "$BVLUA" mistakes "$TMP/bad.json" "$TMP/lines/val.jsonl" -o "$TMP/x.png" >"$TMP/out" 2>&1
-[ $? -eq 1 ] && grep -q "record 1 lacks question_id" "$TMP/out" || fail "no question_id"
+[ $? -eq 1 ] && grep -q "record 1 lacks question_id, answer and gts" "$TMP/out" || fail "no question_id"
 echo '[{"question_id": "99", "answer": "1", "gts": ["2"]}]' >"$TMP/bad.json"
 "$BVLUA" mistakes "$TMP/bad.json" "$TMP/lines/val.jsonl" -o "$TMP/x.png" >"$TMP/out" 2>&1
 [ $? -eq 1 ] && grep -q "question_id 99 of .* is not an example of" "$TMP/out" || fail "unknown id"

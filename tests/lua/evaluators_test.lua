@@ -159,6 +159,22 @@ T.test("classification: prec@1 and softmax loss by hand, padding and zero labels
   T.eq(again, res)
 end)
 
+T.test("classification: outfile holds {id, label, prediction} of the real rows", function()
+  local cls_data = write_jsonl("cls_out.jsonl", cls_rows)
+  local out = tmp .. "/cls_{step}.json"
+  local function make(pp)
+    return require("bv.evaluators.classification").new(fake_logits, {data = cls_data, pp = pp,
+      batch_size = 4, loss_name = "softmax_xent", workers = 1, outfile = out})
+  end
+  make('keep("labels", "guess", "id")'):run("params", {workdir = tmp, step = 3})
+  local rows = json.decode(bv.fs.read_file(tmp .. "/cls_3.json"))
+  T.eq(#rows, #cls_rows)  -- the padding row is left out
+  T.eq(rows[1], {id = "0", label = 0, prediction = 0})
+  T.eq(rows[3], {id = "2", label = 2, prediction = 0})
+  T.raises(function() make('keep("labels", "guess")'):run("params", {workdir = tmp, step = 4}) end,
+           'outfile needs each example\'s id: keep "id" in the eval pp')
+end)
+
 T.test("classification: sigmoid loss, label_key and pp_fn", function()
   local rows = {}
   for i, r in ipairs(cls_rows) do rows[i] = {y = r.labels, guess = r.guess} end

@@ -1,6 +1,7 @@
--- bvlua mistakes: the tutorial's picture of mistakes. From a VQA evaluator's outfile (a JSON list
--- of {question_id, answer, gts}) and the JSON-L data it evaluated, a contact sheet of randomly
--- chosen wrong answers, each image titled "Pred: x   GT: y".
+-- bvlua mistakes: the tutorial's picture of mistakes. From an evaluator's outfile (the vqa one's
+-- JSON list of {question_id, answer, gts}, or the classification one's {id, label, prediction})
+-- and the JSON-L data it evaluated, a contact sheet of randomly chosen wrong answers, each image
+-- titled "Pred: x   GT: y".
 local json = require "bv.json"
 
 local M = {}
@@ -8,7 +9,8 @@ local M = {}
 M.USAGE = [==[
 usage: bvlua mistakes OUTFILE.json DATA.jsonl [-o FILE.png] [--n N] [--seed S] [--key KEY]
 
-OUTFILE.json: what the vqa evaluator wrote (e.g. runs/pg/vqa_eval_120.json). DATA.jsonl: the
+OUTFILE.json: what the vqa evaluator wrote (e.g. runs/pg/vqa_eval_120.json), or the
+classification evaluator with an outfile (runs/resnet/eval_acc_400.json). DATA.jsonl: the
 split it evaluated; an example's question_id is its "id" field, else its 0-based line number
 (as the bv:jsonl source numbers them), and its picture the file named by --key (default image)
 relative to the data file's directory.
@@ -59,15 +61,23 @@ local function main(argv)
 
   local records = json.decode(bv.fs.read_file(outfile))
   if type(records) ~= "table" then error(outfile .. " is not a JSON list of records", 0) end
+  -- Two outfiles: the vqa evaluator's {question_id, answer, gts} and the classification
+  -- evaluator's {id, label, prediction}; both become {id, pred, gts}.
   local wrong = {}
   for j, r in ipairs(records) do
-    if type(r) ~= "table" or r.question_id == nil or r.answer == nil or type(r.gts) ~= "table" then
-      error(string.format("%s: record %d lacks question_id, answer or gts (the vqa evaluator's "
-                          .. "outfile has them when the eval pp keeps question_id)", outfile, j), 0)
+    local rec
+    if type(r) == "table" and r.question_id ~= nil and r.answer ~= nil and type(r.gts) == "table" then
+      rec = {id = r.question_id, pred = trim(r.answer), gts = r.gts}
+    elseif type(r) == "table" and r.id ~= nil and r.label ~= nil and r.prediction ~= nil then
+      rec = {id = r.id, pred = tostring(r.prediction), gts = {tostring(r.label)}}
+    else
+      error(string.format("%s: record %d lacks question_id, answer and gts (the vqa evaluator's "
+                          .. "outfile, with question_id kept in its pp) or id, label and "
+                          .. "prediction (the classification evaluator's outfile)", outfile, j), 0)
     end
     local right = false
-    for _, gt in ipairs(r.gts) do right = right or trim(gt) == trim(r.answer) end
-    if not right then wrong[#wrong + 1] = r end
+    for _, gt in ipairs(rec.gts) do right = right or trim(gt) == rec.pred end
+    if not right then wrong[#wrong + 1] = rec end
   end
   if #wrong == 0 then
     io.stdout:write(string.format("bvlua mistakes: no mistakes among the %d answers of %s\n",
@@ -95,17 +105,17 @@ local function main(argv)
   local tiles = {}
   for j = 1, math.min(n, #wrong) do
     local r = wrong[j]
-    local ex = by_id[tostring(r.question_id)]
+    local ex = by_id[tostring(r.id)]
     if not ex then
-      error(string.format("question_id %s of %s is not an example of %s", tostring(r.question_id),
+      error(string.format("question_id %s of %s is not an example of %s", tostring(r.id),
                           outfile, data), 0)
     end
     if type(ex[key]) ~= "string" then
-      error(string.format("example %s of %s has no '%s' file name (--key)", tostring(r.question_id),
-                          data, key), 0)
+      error(string.format("example %s of %s has no '%s' file name (--key)", tostring(r.id), data,
+                          key), 0)
     end
     tiles[#tiles + 1] = {image = bv.image.read(dir .. "/" .. ex[key]),
-                         title = string.format("Pred: %s   GT: %s", trim(r.answer),
+                         title = string.format("Pred: %s   GT: %s", r.pred,
                                                table.concat(r.gts, " / "))}
   end
   bv._plot.contact_sheet(tiles, out, {columns = math.min(4, #tiles), cell = 224})

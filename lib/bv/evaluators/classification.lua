@@ -13,6 +13,7 @@
 --   nseen   += sum(mask)
 -- and run() yields prec@1 = ncorrect / nseen and loss = loss / nseen. Batch sums are computed
 -- in the logits' float dtype (float32 for lower precisions) and accumulated in doubles.
+local json = require "bv.json"
 local evaluators = require "bv.evaluators"
 local losses = require "bv.losses"
 
@@ -21,8 +22,10 @@ local M = {}
 local Evaluator = {}
 Evaluator.__index = Evaluator
 
--- cfg: loss_name (softmax_xent or sigmoid_xent), label_key (default "labels") and the input
--- pipeline keys of evaluators.input_pipeline.
+-- cfg: loss_name (softmax_xent or sigmoid_xent), label_key (default "labels"), outfile (a JSON
+-- list of {id, label, prediction} per example, 0-based classes, for `bvlua mistakes`; {workdir},
+-- {step} filled in; the eval pp must keep "id") and the input pipeline keys of
+-- evaluators.input_pipeline.
 function M.new(predict_fn, cfg)
   if type(predict_fn) ~= "function" then
     error("classification: predict_fn must be a function", 2)
@@ -40,6 +43,7 @@ function M.new(predict_fn, cfg)
   self.predict_fn = predict_fn
   self.loss_fn = losses[loss_name]
   self.label_key = evaluators.pop(cfg, "label_key", "labels")
+  self.outfile = evaluators.pop(cfg, "outfile")
   self.make_iter = evaluators.input_pipeline(cfg, "classification")
   return self
 end
@@ -62,6 +66,11 @@ function Evaluator:_batch(params, batch)
                         self.label_key), 0)
   end
   batch[self.label_key], batch._mask = nil, nil
+  local ids = batch.id
+  if self.outfile and ids == nil then
+    error("classification: outfile needs each example's id: keep \"id\" in the eval pp "
+          .. "(keep(\"image\", \"labels\", \"id\"))", 0)
+  end
   local logits = self.predict_fn(params, batch)
   if not bv.is_tensor(logits) or logits:dim() ~= 2 then
     error("classification: predict_fn must return logits [batch, classes] first, got "
@@ -81,6 +90,15 @@ function Evaluator:_batch(params, batch)
   local top1 = logits:argmax(2):unsqueeze(2)
   local classes = bv.arange(1, logits:shape()[2] + 1):unsqueeze(1)
   local correct = (labels * top1:eq(classes):to(dt)):sum(2)
+  if self.outfile then
+    local pred, gt, real = top1:squeeze(2):totable(), labels:argmax(2):totable(), mask:totable()
+    for b = 1, #pred do
+      if real[b] then
+        local id = bv.is_tensor(ids) and ids[b]:item() or ids[b]
+        self.records[#self.records + 1] = {id = id, label = gt[b] - 1, prediction = pred[b] - 1}
+      end
+    end
+  end
   return (correct * m):sum():item(), (loss * m):sum():item(), m:sum():item()
 end
 
@@ -90,6 +108,7 @@ function Evaluator:run(params, ctx)
   local sum = ctx and ctx.sum
   local it <close> = self.make_iter(sum and ctx)
   local ncorrect, loss, nseen = 0.0, 0.0, 0.0
+  self.records = {}
   while true do
     local batch = it:next()
     if not batch then break end
@@ -97,6 +116,26 @@ function Evaluator:run(params, ctx)
     ncorrect, loss, nseen = ncorrect + c, loss + l, nseen + n
   end
   if sum then ncorrect, loss, nseen = sum(ncorrect), sum(loss), sum(nseen) end
+  if self.outfile then
+    local records = self.records
+    if sum and ctx.gather then  -- every rank's part, in data order, to rank 0
+      local parts = ctx.gather(json.encode(records))
+      if parts then
+        records = {}
+        for _, part in ipairs(parts) do
+          for _, rec in ipairs(json.decode(part)) do records[#records + 1] = rec end
+        end
+      end
+    end
+    if ctx == nil or ctx.write ~= false then
+      local path = self.outfile:gsub("{(%w+)}", {workdir = ctx and ctx.workdir or ".",
+                                                 step = tostring(ctx and ctx.step or 0)})
+      local dir = path:match("^(.*)/[^/]*$")
+      if dir then bv.fs.mkdirs(dir) end
+      bv.fs.write_file(path, json.encode(records) .. "\n")
+    end
+  end
+  self.records = nil
   return {{"prec@1", ncorrect / nseen}, {"loss", loss / nseen}}
 end
 
