@@ -15,12 +15,11 @@ extern char** environ;
 
 namespace bv {
 
-namespace {
-
-// Between fork and exec: async-signal-safe calls only (the parent may have other threads).
-[[noreturn]] void exec_child(pid_t parent, int log_fd, char** argv, char** envp) {
+void exec_in_child(int parent, int out_fd, int err_fd, char** argv, char** envp) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the parent died before prctl
+  // Its own process group: a Ctrl-C at the terminal reaches the parent only, which stops its
+  // children in order (bvlua's trainer treats a second SIGINT as "die now").
   ::setpgid(0, 0);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
@@ -28,16 +27,16 @@ namespace {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::dup2(log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
+  if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   ::execve(argv[0], argv, envp);
-  const char msg[] = "bvlua: cannot execute the command\n";
+  const char msg[] = "bvlua: cannot execute ";
   ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ignored = ::write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+  ignored = ::write(STDERR_FILENO, "\n", 1);
   (void)ignored;
   ::_exit(127);
 }
-
-}  // namespace
 
 int spawn_process(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env, const std::string& log_path) {
@@ -67,7 +66,7 @@ int spawn_process(const std::vector<std::string>& argv,
   BV_CHECK(fd >= 0, "spawn: cannot open the log file '", log_path, "': ", std::strerror(errno));
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid == 0) exec_child(parent, fd, cargv.data(), cenv.data());
+  if (pid == 0) exec_in_child(parent, fd, fd, cargv.data(), cenv.data());
   int fork_errno = errno;
   ::close(fd);
   BV_CHECK(pid > 0, "spawn: cannot start '", argv[0],

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/process.h"
 
 extern char** environ;
 
@@ -142,29 +142,6 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-// Between fork and exec: async-signal-safe calls only (the parent may have other threads).
-[[noreturn]] void exec_child(pid_t launcher, int out_fd, int err_fd, char** argv, char** envp) {
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != launcher) ::_exit(128 + SIGTERM);  // the launcher died before prctl
-  // Its own process group: a Ctrl-C at the terminal reaches the launcher only, which forwards
-  // it once (bvlua's trainer treats a second SIGINT as "die now").
-  ::setpgid(0, 0);
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
-  if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
-  ::execve(argv[0], argv, envp);
-  const char msg[] = "bvlua: launch: cannot execute ";
-  write_all(STDERR_FILENO, msg, sizeof msg - 1);
-  write_all(STDERR_FILENO, argv[0], std::strlen(argv[0]));
-  write_all(STDERR_FILENO, "\n", 1);
-  ::_exit(127);
-}
-
 void start_child(Child& c, const std::vector<std::string>& argv, int nproc, int port) {
   std::vector<std::string> args = argv;
   std::vector<std::string> env = child_environment(c.rank, nproc, port);
@@ -176,7 +153,7 @@ void start_child(Child& c, const std::vector<std::string>& argv, int nproc, int 
   }
   pid_t launcher = ::getpid();
   pid_t pid = ::fork();
-  if (pid == 0) exec_child(launcher, out[1], err[1], cargv.data(), cenv.data());
+  if (pid == 0) exec_in_child(launcher, out[1], err[1], cargv.data(), cenv.data());
   int fork_errno = errno;
   for (int fd : {out[1], err[1]}) {
     if (fd >= 0) ::close(fd);

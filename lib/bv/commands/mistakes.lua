@@ -2,6 +2,7 @@
 -- JSON list of {question_id, answer, gts}, or the classification one's {id, label, prediction})
 -- and the JSON-L data it evaluated, a contact sheet of randomly chosen wrong answers, each image
 -- titled "Pred: x   GT: y".
+local cli = require "bv.commands.cli"
 local json = require "bv.json"
 
 local M = {}
@@ -22,11 +23,6 @@ options:
   --key KEY   the example's image file field (default image)
   -h, --help  this text]==]
 
-local function usage_error(msg)
-  io.stderr:write("bvlua mistakes: ", msg, "\n", M.USAGE, "\n")
-  return 2
-end
-
 local function trim(s) return (tostring(s):gsub("^%s+", ""):gsub("%s+$", "")) end
 
 local function main(argv)
@@ -34,29 +30,23 @@ local function main(argv)
   local i = 1
   while i <= #argv do
     local a = argv[i]
-    local function value()
-      i = i + 1
-      return argv[i] or error(a .. " needs a value", 0)
-    end
     if a == "-h" or a == "--help" then
       io.stdout:write(M.USAGE, "\n")
       return 0
-    elseif a == "-o" then
-      out = value()
+    elseif a == "-o" or a == "--key" then
+      if a == "-o" then out = cli.value(argv, i) else key = cli.value(argv, i) end
+      i = i + 1
     elseif a == "--n" or a == "--seed" then
-      local v = math.tointeger(tonumber(value()))
-      if not v or v < 0 then return usage_error(a .. " wants a whole number") end
-      if a == "--n" then n = v else seed = v end
-    elseif a == "--key" then
-      key = value()
+      if a == "--n" then n = cli.count(argv, i) else seed = cli.count(argv, i) end
+      i = i + 1
     elseif a:sub(1, 1) == "-" then
-      return usage_error("unknown option " .. a)
+      cli.usage("unknown option " .. a)
     else
       files[#files + 1] = a
     end
     i = i + 1
   end
-  if #files ~= 2 then return usage_error("give the evaluator's OUTFILE.json and the DATA.jsonl") end
+  if #files ~= 2 then cli.usage("give the evaluator's OUTFILE.json and the DATA.jsonl") end
   local outfile, data = files[1], files[2]
 
   local records = json.decode(bv.fs.read_file(outfile))
@@ -124,11 +114,6 @@ local function main(argv)
   return 0
 end
 
-function M.main(argv)
-  local ok, result = pcall(main, argv or {})
-  if ok then return result end
-  io.stderr:write("bvlua mistakes: ", tostring(result), "\n")
-  return 1
-end
+function M.main(argv) return cli.run("mistakes", M.USAGE, main, argv) end
 
 return M

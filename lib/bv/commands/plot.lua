@@ -2,6 +2,7 @@
 -- run or several overlaid (a colour per run): training loss and an eval metric (right axis,
 -- dashed) against epoch, img/sec/core against step, and the z/secs timings against step. Or any
 -- panels asked for with --x KEY --y KEY. PNG or SVG, drawn with cairo (runtime/plot/figure.h).
+local cli = require "bv.commands.cli"
 local metrics = require "bv.metrics"
 local runs = require "bv.commands.runs"
 
@@ -20,11 +21,6 @@ options:
   --metric KEY  the eval metric of the first panel
   --x KEY, --y KEY   a panel of KEY (y) against KEY (x); repeat for more panels
   -h, --help    this text]==]
-
-local function usage_error(msg)
-  io.stderr:write("bvlua plot: ", msg, "\n", M.USAGE, "\n")
-  return 2
-end
 
 -- The (x, y) points of the rows that have both keys.
 local function points(rows, xkey, ykey)
@@ -48,30 +44,31 @@ local function main(argv)
   local i = 1
   while i <= #argv do
     local a = argv[i]
-    local function value()
-      i = i + 1
-      return argv[i] or error(a .. " needs a value", 0)
-    end
     if a == "-h" or a == "--help" then
       io.stdout:write(M.USAGE, "\n")
       return 0
-    elseif a == "-o" then
-      out = value()
-    elseif a == "--metric" then
-      metric = value()
-    elseif a == "--x" then
-      x = value()
-    elseif a == "--y" then
-      if not x then return usage_error("--y " .. argv[i + 1] .. " needs an --x KEY before it") end
-      pairs_xy[#pairs_xy + 1] = {x, value()}
+    elseif a == "-o" or a == "--metric" or a == "--x" or a == "--y" then
+      local v = cli.value(argv, i)
+      if a == "-o" then
+        out = v
+      elseif a == "--metric" then
+        metric = v
+      elseif a == "--x" then
+        x = v
+      elseif not x then
+        cli.usage("--y " .. v .. " needs an --x KEY before it")
+      else
+        pairs_xy[#pairs_xy + 1] = {x, v}
+      end
+      i = i + 1
     elseif a:sub(1, 1) == "-" then
-      return usage_error("unknown option " .. a)
+      cli.usage("unknown option " .. a)
     else
       paths[#paths + 1] = a
     end
     i = i + 1
   end
-  if #paths == 0 then return usage_error("no DIR given") end
+  if #paths == 0 then cli.usage("no DIR given") end
 
   local found = runs.find_runs(paths)
   local data = {}
@@ -134,11 +131,6 @@ local function main(argv)
   return 0
 end
 
-function M.main(argv)
-  local ok, result = pcall(main, argv or {})
-  if ok then return result end
-  io.stderr:write("bvlua plot: ", tostring(result), "\n")
-  return 1
-end
+function M.main(argv) return cli.run("plot", M.USAGE, main, argv) end
 
 return M

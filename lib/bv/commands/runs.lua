@@ -1,6 +1,7 @@
 -- bvlua runs: the table big_vision's GPU tutorial builds with jq, printf and sort. One row per
 -- run (a workdir with big_vision_metrics.txt): the config values in which the runs differ (from
 -- each config.json), the steps done, and the last and best value of a metric; best first.
+local cli = require "bv.commands.cli"
 local json = require "bv.json"
 local metrics = require "bv.metrics"
 
@@ -21,11 +22,6 @@ options:
                  loss or pplx, larger otherwise)
   --csv, --json  for scripts: comma-separated values, or a JSON list of objects
   -h, --help     this text]]
-
-local function usage_error(msg)
-  io.stderr:write("bvlua runs: ", msg, "\n", M.USAGE, "\n")
-  return 2
-end
 
 local function is_run(dir) return bv.fs.exists(dir .. "/big_vision_metrics.txt") end
 
@@ -110,8 +106,7 @@ local function main(argv)
       io.stdout:write(M.USAGE, "\n")
       return 0
     elseif a == "--metric" then
-      metric = argv[i + 1]
-      if not metric then return usage_error("--metric needs a value") end
+      metric = cli.value(argv, i)
       i = i + 1
     elseif a:match("^%-%-metric=") then
       metric = a:match("^%-%-metric=(.*)$")
@@ -120,13 +115,13 @@ local function main(argv)
     elseif a == "--csv" or a == "--json" then
       format = a:sub(3)
     elseif a:sub(1, 1) == "-" then
-      return usage_error("unknown option " .. a)
+      cli.usage("unknown option " .. a)
     else
       paths[#paths + 1] = a
     end
     i = i + 1
   end
-  if #paths == 0 then return usage_error("no DIR given") end
+  if #paths == 0 then cli.usage("no DIR given") end
   local dirs = find_runs(paths)
   metric = metric or default_metric(metrics.read(dirs[1] .. "/big_vision_metrics.txt"))
   if smaller == nil then smaller = metric:find("loss") ~= nil or metric:find("pplx") ~= nil end
@@ -215,14 +210,8 @@ local function main(argv)
   return 0
 end
 
--- Runs `bvlua runs` with the words after "runs"; returns the exit code (1 with the message on
--- stderr for a directory that holds no run or a file that does not parse).
-function M.main(argv)
-  local ok, result = pcall(main, argv or {})
-  if ok then return result end
-  io.stderr:write("bvlua runs: ", tostring(result), "\n")
-  return 1
-end
+-- Runs `bvlua runs` with the words after "runs"; returns the exit code.
+function M.main(argv) return cli.run("runs", M.USAGE, main, argv) end
 
 M.find_runs, M.default_metric = find_runs, default_metric
 

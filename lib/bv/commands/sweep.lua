@@ -5,6 +5,7 @@
 -- GPU), on the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE)
 -- and skipped when the same sweep runs again; an interrupted one resumes from its own
 -- checkpoints. Ctrl-C (or SIGTERM) stops the jobs cleanly: each saves a checkpoint and exits.
+local cli = require "bv.commands.cli"
 local json = require "bv.json"
 
 local M = {}
@@ -38,11 +39,6 @@ ranks them.]==]
 local function say(...)
   io.stdout:write(...)
   io.stdout:flush()
-end
-
-local function usage_error(msg)
-  io.stderr:write("bvlua sweep: ", msg, "\n", M.USAGE, "\n")
-  return 2
 end
 
 -- A value as the command line and a directory name spell it.
@@ -102,7 +98,7 @@ local function parse_cli(argv)
       and not argv[1]:find(":", 1, true) then
     -- A sweep file, unless it is a config (a config has no `config` field).
     local chunk, err = loadfile(argv[1], "t")
-    if not chunk then error(err, 0) end
+    if not chunk then cli.usage(err) end
     local spec = chunk()
     if type(spec) == "table" and spec.config then return spec end
   end
@@ -110,28 +106,26 @@ local function parse_cli(argv)
   local i = 1
   while i <= #argv do
     local a = argv[i]
-    local function value()
-      i = i + 1
-      return argv[i] or error(a .. " needs a value", 0)
-    end
     if a == "--workdir" then
-      spec.workdir = value()
+      spec.workdir = cli.value(argv, i)
+      i = i + 1
     elseif a == "--grid" then
-      local key, vals = value():match("^([^=]+)=(.+)$")
-      if not key then error("--grid wants KEY=V1,V2,...", 0) end
+      local key, vals = cli.value(argv, i):match("^([^=]+)=(.+)$")
+      if not key then cli.usage("--grid wants KEY=V1,V2,...") end
       local list = {}
       for v in vals:gmatch("[^,]+") do list[#list + 1] = tonumber(v) or v end
       spec.grid[#spec.grid + 1] = {key:gsub("^config%.", ""), list}
+      i = i + 1
     elseif a == "--status" then
-      spec.status = tonumber(value()) or error("--status wants seconds", 0)
+      spec.status = tonumber(cli.value(argv, i)) or cli.usage("--status wants seconds")
+      i = i + 1
     elseif a == "--jobs" or a == "--gpus" or a == "--per-gpu" then
-      local n = math.tointeger(tonumber(value()))
-      if not n or n < 0 then error(a .. " wants a whole number", 0) end
-      spec[a == "--per-gpu" and "per_gpu" or a:sub(3)] = n
+      spec[a == "--per-gpu" and "per_gpu" or a:sub(3)] = cli.count(argv, i)
+      i = i + 1
     elseif a:sub(1, 1) == "-" then
-      error("unknown option " .. a, 0)
+      cli.usage("unknown option " .. a)
     elseif spec.config then
-      error("more than one CONFIG: " .. spec.config .. " and " .. a, 0)
+      cli.usage("more than one CONFIG: " .. spec.config .. " and " .. a)
     else
       spec.config = a
     end
@@ -289,19 +283,15 @@ local function run_sweep(spec)
   return failed > 0 and 1 or 0
 end
 
-function M.main(argv)
-  argv = argv or {}
+local function main(argv)
   if argv[1] == "-h" or argv[1] == "--help" then
     io.stdout:write(M.USAGE, "\n")
     return 0
   end
-  if #argv == 0 then return usage_error("no sweep given") end
-  local ok, spec = pcall(parse_cli, argv)
-  if not ok then return usage_error(tostring(spec)) end
-  local ok2, result = pcall(run_sweep, spec)
-  if ok2 then return result end
-  io.stderr:write("bvlua sweep: ", tostring(result), "\n")
-  return 1
+  if #argv == 0 then cli.usage("no sweep given") end
+  return run_sweep(parse_cli(argv))
 end
+
+function M.main(argv) return cli.run("sweep", M.USAGE, main, argv) end
 
 return M

@@ -13,7 +13,6 @@
 --   nseen   += sum(mask)
 -- and run() yields prec@1 = ncorrect / nseen and loss = loss / nseen. Batch sums are computed
 -- in the logits' float dtype (float32 for lower precisions) and accumulated in doubles.
-local json = require "bv.json"
 local evaluators = require "bv.evaluators"
 local losses = require "bv.losses"
 
@@ -117,23 +116,8 @@ function Evaluator:run(params, ctx)
   end
   if sum then ncorrect, loss, nseen = sum(ncorrect), sum(loss), sum(nseen) end
   if self.outfile then
-    local records = self.records
-    if sum and ctx.gather then  -- every rank's part, in data order, to rank 0
-      local parts = ctx.gather(json.encode(records))
-      if parts then
-        records = {}
-        for _, part in ipairs(parts) do
-          for _, rec in ipairs(json.decode(part)) do records[#records + 1] = rec end
-        end
-      end
-    end
-    if ctx == nil or ctx.write ~= false then
-      local path = self.outfile:gsub("{(%w+)}", {workdir = ctx and ctx.workdir or ".",
-                                                 step = tostring(ctx and ctx.step or 0)})
-      local dir = path:match("^(.*)/[^/]*$")
-      if dir then bv.fs.mkdirs(dir) end
-      bv.fs.write_file(path, json.encode(records) .. "\n")
-    end
+    local records = sum and evaluators.gather_records(self.records, ctx) or self.records
+    evaluators.write_records(self.outfile, records, ctx)
   end
   self.records = nil
   return {{"prec@1", ncorrect / nseen}, {"loss", loss / nseen}}

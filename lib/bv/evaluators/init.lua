@@ -15,6 +15,7 @@
 -- Predict functions are called predict_fn(params, batch, kw): kw is a table of keyword
 -- arguments (big_vision's **kwargs), holding an eval's `pred_kw` merged under the caller's.
 local data = require "bv.data"
+local json = require "bv.json"
 
 local M = {}
 
@@ -202,6 +203,31 @@ function M.input_pipeline(cfg, what)
     if on_device then it = data.prefetch_to(it, device) end
     return it, n
   end
+end
+
+-- Per-example records (an evaluator's outfile) from every rank: with several processes
+-- (ctx.gather) each rank's part, in data order, on rank 0; else `records` as they are.
+function M.gather_records(records, ctx)
+  if not (ctx and ctx.gather) then return records end
+  local parts = ctx.gather(json.encode(records))
+  if not parts then return records end  -- not rank 0: it writes nothing
+  local all = {}
+  for _, part in ipairs(parts) do
+    for _, rec in ipairs(json.decode(part)) do all[#all + 1] = rec end
+  end
+  return all
+end
+
+-- Writes `records` as a JSON list to `template` with {workdir}, {step} and the `fields` given
+-- (e.g. {split = "val"}) filled in; rank 0 alone writes (ctx.write ~= false).
+function M.write_records(template, records, ctx, fields)
+  if ctx and ctx.write == false then return end
+  local values = {workdir = ctx and ctx.workdir or ".", step = tostring(ctx and ctx.step or 0)}
+  for k, v in pairs(fields or {}) do values[k] = v end
+  local path = template:gsub("{(%w+)}", values)
+  local dir = path:match("^(.*)/[^/]*$")
+  if dir then bv.fs.mkdirs(dir) end
+  bv.fs.write_file(path, json.encode(records) .. "\n")
 end
 
 return M

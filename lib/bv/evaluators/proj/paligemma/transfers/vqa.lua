@@ -9,7 +9,6 @@
 -- {question_id, answer[, gts]}; {workdir}, {split} and {step} are filled in at every run (in
 -- big_vision the name stays at the first run's step).
 local evaluators = require "bv.evaluators"
-local json = require "bv.json"
 
 local M = {}
 
@@ -113,22 +112,10 @@ function Evaluator:run(params, ctx)
   if split then
     for _, k in ipairs({"acc", "acc_any", "anls"}) do sums[k] = ctx.sum(sums[k]) end
     num, scored = ctx.sum(num), ctx.sum(scored)
-    local parts = ctx.gather(json.encode(records))
-    if parts then
-      records = {}
-      for _, part in ipairs(parts) do
-        for _, rec in ipairs(json.decode(part)) do records[#records + 1] = rec end
-      end
-    end
+    records = evaluators.gather_records(records, ctx)
   end
-  if self.outfile and self.outfile ~= "" and ctx.write ~= false then  -- rank 0 alone writes
-    local path = self.outfile:gsub("{(%w+)}", {workdir = ctx.workdir or ".", split = self.split,
-                                               step = tostring(ctx.step or 0)})
-    local dir = path:match("^(.*)/[^/]*$")
-    if dir then bv.fs.mkdirs(dir) end
-    local f = assert(io.open(path, "w"))
-    f:write(json.encode(records), "\n")
-    f:close()
+  if self.outfile and self.outfile ~= "" then  -- rank 0 alone writes
+    evaluators.write_records(self.outfile, records, ctx, {split = self.split})
   end
   local out = {}
   if scored > 0 then
