@@ -1,6 +1,7 @@
 // bv._plot.save(figure, path): draws line charts (runtime/plot/figure.h) into a PNG or SVG.
 //   figure = {columns = 2, panels = {{title =, xlabel =, ylabel =, ylabel_right =,
-//             series = {{name =, color = 0, x = {...}, y = {...}}, ...}, series_right = {...}}}}
+//             series = {{name =, color = 0, dash = 0, x = {...}, y = {...}}, ...},
+//             series_right = {...}}}, legend = {{name =, color =, dash =, x = {}, y = {}}, ...}}
 // lib/bv/commands/plot.lua builds the figure from metrics files.
 #include <ATen/ATen.h>
 #include <lua.hpp>
@@ -52,7 +53,9 @@ std::vector<plot::Series> series_list(lua_State* L, int panel, const char* key,
       series.name = string_field(L, s, "name");
       lua_getfield(L, s, "color");
       series.color = static_cast<int>(lua_tointeger(L, -1));
-      lua_pop(L, 1);
+      lua_getfield(L, s, "dash");
+      series.dash = static_cast<int>(lua_tointeger(L, -1));
+      lua_pop(L, 2);
       series.x = numbers(L, s, "x", here);
       series.y = numbers(L, s, "y", here);
       out.push_back(std::move(series));
@@ -88,6 +91,7 @@ int plot_save(lua_State* L) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
+  figure.legend = series_list(L, 1, "legend", "figure");
   plot::save_figure(figure, path);
   return 0;
 }

@@ -79,8 +79,28 @@ void text_at(cairo_t* cr, const std::string& s, double x, double y, double align
 }
 
 void set_color(cairo_t* cr, int color) {
-  const double* c = kPalette[((color % 10) + 10) % 10];
+  if (color < 0) return cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
+  const double* c = kPalette[color % 10];
   cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+}
+
+// Line styles by Series::dash, in the units of a line 2 wide.
+void set_dash(cairo_t* cr, int dash) {
+  static const double kDashes[4][4] = {{0}, {6, 4}, {1, 4}, {8, 4, 1, 4}};
+  static const int kCounts[4] = {0, 2, 2, 4};
+  int d = ((dash % 4) + 4) % 4;
+  cairo_set_dash(cr, kDashes[d], kCounts[d], 0);
+}
+
+// A legend entry: a short line in the series' colour and style, then its name.
+void legend_entry(cairo_t* cr, const Series& s, bool right, double x, double y) {
+  set_color(cr, s.color);
+  set_dash(cr, right && s.dash == 0 ? 1 : s.dash);
+  cairo_set_line_width(cr, 2);
+  cairo_move_to(cr, x, y), cairo_line_to(cr, x + 26, y), cairo_stroke(cr);
+  cairo_set_dash(cr, nullptr, 0, 0);
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  text_at(cr, s.name, x + 32, y, 0, 0.5);
 }
 
 void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
@@ -145,10 +165,9 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_rectangle(cr, left, top, pw, ph);
   cairo_clip(cr);
   cairo_set_line_width(cr, 2);
-  auto draw = [&](const Series& s, const Range& r, bool dashed) {
+  auto draw = [&](const Series& s, const Range& r, bool right) {
     set_color(cr, s.color);
-    double dash[] = {6, 4};
-    cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
+    set_dash(cr, right && s.dash == 0 ? 1 : s.dash);
     bool pen = false;
     size_t n = std::min(s.x.size(), s.y.size());
     for (size_t i = 0; i < n; ++i) {
@@ -160,7 +179,12 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
         pen = true;
       }
     }
-    if (n == 1) cairo_rel_line_to(cr, 0.1, 0);  // a single point: a dot
+    if (n == 1 && pen) {  // a single point (an eval run once at the end): a dot, in any style
+      cairo_new_path(cr);
+      cairo_arc(cr, X(s.x[0]), Y(s.y[0], r), 3.5, 0, 2 * M_PI);
+      cairo_fill(cr);
+      return;
+    }
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
     cairo_stroke(cr);
   };
@@ -191,16 +215,37 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_rectangle(cr, lx - 6, ly - 4, widest + 46, row * static_cast<double>(entries.size()) + 6);
   cairo_fill(cr);
   for (size_t i = 0; i < entries.size(); ++i) {
-    const auto& [s, dashed] = entries[i];
-    double y = ly + row * static_cast<double>(i) + row / 2;
-    set_color(cr, s->color);
-    double dash[] = {5, 3};
-    cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
-    cairo_set_line_width(cr, 2);
-    cairo_move_to(cr, lx, y), cairo_line_to(cr, lx + 26, y), cairo_stroke(cr);
-    cairo_set_dash(cr, nullptr, 0, 0);
-    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    text_at(cr, s->name, lx + 32, y, 0, 0.5);
+    const auto& [s, right] = entries[i];
+    legend_entry(cr, *s, right, lx, ly + row * static_cast<double>(i) + row / 2);
+  }
+}
+
+// The figure's legend: entries in columns of equal width, row by row, in a strip of `height`.
+const double kLegendRow = 18, kLegendPad = 10;
+
+double legend_height(cairo_t* cr, const std::vector<Series>& legend, double W, int* per_row) {
+  if (legend.empty()) return 0;
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, 12);
+  double widest = 0;
+  for (const Series& s : legend) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s.name.c_str(), &e);
+    widest = std::max(widest, e.x_advance);
+  }
+  *per_row = std::max(1, static_cast<int>((W - 2 * kLegendPad) / (widest + 56)));
+  int rows = (static_cast<int>(legend.size()) + *per_row - 1) / *per_row;
+  return rows * kLegendRow + 2 * kLegendPad;
+}
+
+void draw_legend(cairo_t* cr, const std::vector<Series>& legend, double W, double y0, int per_row) {
+  cairo_set_font_size(cr, 12);
+  double column = (W - 2 * kLegendPad) / per_row;
+  for (size_t i = 0; i < legend.size(); ++i) {
+    double x = kLegendPad + 70 + column * static_cast<double>(i % static_cast<size_t>(per_row));
+    double y = y0 + kLegendPad +
+               kLegendRow * static_cast<double>(i / static_cast<size_t>(per_row)) + kLegendRow / 2;
+    legend_entry(cr, legend[i], false, x, y);
   }
 }
 
@@ -214,6 +259,14 @@ void save_figure(const Figure& f, const std::string& path) {
   int cols = std::max(1, std::min(f.columns, static_cast<int>(f.panels.size())));
   int rows = (static_cast<int>(f.panels.size()) + cols - 1) / cols;
   double W = f.panel_width * cols, H = f.panel_height * rows;
+  int per_row = 1;
+  {  // The legend's height depends on its text's extents: measured on a scratch surface.
+    cairo_surface_t* scratch = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
+    cairo_t* measure = cairo_create(scratch);
+    H += legend_height(measure, f.legend, W, &per_row);
+    cairo_destroy(measure);
+    cairo_surface_destroy(scratch);
+  }
   cairo_surface_t* surface = svg ? cairo_svg_surface_create(path.c_str(), W, H)
                                  : cairo_image_surface_create(CAIRO_FORMAT_RGB24,
                                                               static_cast<int>(W),
@@ -231,6 +284,7 @@ void save_figure(const Figure& f, const std::string& path) {
     draw_panel(cr, f.panels[i], f.panel_width, f.panel_height);
     cairo_restore(cr);
   }
+  if (!f.legend.empty()) draw_legend(cr, f.legend, W, f.panel_height * rows, per_row);
   cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);
   BV_CHECK(status == CAIRO_STATUS_SUCCESS, "plot '", path, "': ", cairo_status_to_string(status));

@@ -10,7 +10,9 @@ namespace bv::plot {
 
 struct Series {
   std::string name;          // the legend's text ("": not in the legend)
-  int color = 0;             // an index into the palette (the same run, the same colour)
+  int color = 0;             // an index into the palette (the same run, the same colour);
+                             // -1 is dark grey (a legend entry that names a line style)
+  int dash = 0;              // 0 solid, 1 dashed, 2 dotted, 3 dash-dot (right axis: 0 is dashed)
   std::vector<double> x, y;  // points, drawn in order; NaN values are skipped
 };
 
@@ -22,6 +24,7 @@ struct Panel {
 
 struct Figure {
   std::vector<Panel> panels;
+  std::vector<Series> legend;                 // a strip under the panels (runs, by colour)
   int columns = 2;                            // panels per row
   int panel_width = 560, panel_height = 400;  // points (SVG) or pixels (PNG)
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `bvlua plot`: the tutorial's panels from two runs' metrics files (written here as a trainer
 # would), overlaid in a colour per run: the PNG's pixels hold both runs' colours inside the
-# first panel's plot area; SVG too; --x/--y panels; errors name what is wrong.
+# first panel's plot area and in the legend under the panels; SVG too; --x/--y panels; errors
+# name what is wrong.
 # Usage: plot_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: plot_test.sh path/to/bvlua}")
@@ -37,7 +38,11 @@ local blue, orange = count(31, 119, 180), count(255, 127, 14)
 print('blue', blue, 'orange', orange)
 assert(blue > 300 and orange > 300, 'both runs are drawn in the first panel')
 local white = count(255, 255, 255)
-assert(white > 0.5 * h * (w // 3), 'mostly white background')" >"$TMP/out" 2>&1 \
+assert(white > 0.5 * h * (w // 3), 'mostly white background')
+-- Under the panels (400 px high), a legend strip names each run in its colour.
+assert(h > 400, 'no legend strip under the panels: the figure is ' .. h .. ' high')
+px = img:narrow(1, 401, h - 400):to('int64')
+assert(count(31, 119, 180) > 20 and count(255, 127, 14) > 20, 'both runs in the legend strip')" >"$TMP/out" 2>&1 \
   || fail "the PNG's pixels"
 
 "$BVLUA" plot "$TMP/runs/a" -o "$TMP/p.svg" --x step --y training_loss --x epoch --y img/sec/core \

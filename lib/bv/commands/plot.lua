@@ -75,15 +75,27 @@ local function main(argv)
   for r, dir in ipairs(found) do
     data[r] = {name = dir, rows = metrics.read(dir .. "/big_vision_metrics.txt")}
   end
+  -- Runs are named by their paths without the directories all of them share.
+  local prefix = #found > 1 and found[1]:match("^(.*/)") or ""
+  for _, dir in ipairs(found) do
+    while prefix ~= "" and dir:sub(1, #prefix) ~= prefix do prefix = prefix:match("^(.*/).+/$") or "" end
+  end
+  for _, run in ipairs(data) do run.label = run.name:sub(#prefix + 1) end
   metric = metric or runs.default_metric(data[1].rows)
 
-  local panels = {}
+  local several = #data > 1
+  local panels, legend = {}, {}
+  if several then  -- one legend under the panels names each run's colour
+    for r, run in ipairs(data) do legend[r] = {name = run.label, color = r - 1, x = {}, y = {}} end
+  end
+  -- A legend entry inside a panel that names a line style, not a run.
+  local function style(name, dash) return {name = name, color = -1, dash = dash, x = {}, y = {}} end
   if #pairs_xy > 0 then
     for _, xy in ipairs(pairs_xy) do
       local p = {title = xy[2] .. " against " .. xy[1], xlabel = xy[1], ylabel = xy[2], series = {}}
       for r, run in ipairs(data) do
         local xs, ys = points(run.rows, xy[1], xy[2])
-        p.series[#p.series + 1] = {name = run.name, color = r - 1, x = xs, y = ys}
+        p.series[#p.series + 1] = {name = several and "" or run.label, color = r - 1, x = xs, y = ys}
       end
       if not has_points(p.series) then
         error(string.format("no line of the metrics holds both '%s' and '%s'", xy[1], xy[2]), 0)
@@ -93,32 +105,39 @@ local function main(argv)
   else
     local loss = {title = "training loss and " .. metric, xlabel = "epoch",
                   ylabel = "training_loss", ylabel_right = metric, series = {}, series_right = {}}
-    if #data > 1 then  -- the legend names the runs once: solid is the loss, dashed the metric
-      loss.title = "training loss (solid) and " .. metric .. " (dashed)"
-    end
     local speed = {title = "img/sec/core", xlabel = "step", ylabel = "img/sec/core", series = {}}
     local secs = {title = "timings (z/secs)", xlabel = "step", ylabel = "seconds", series = {}}
-    for r, run in ipairs(data) do
-      local suffix = #data > 1 and (" " .. run.name) or ""
-      local xs, ys = points(run.rows, "epoch", "training_loss")
-      loss.series[#loss.series + 1] = {name = #data > 1 and run.name or "training_loss",
-                                       color = r - 1, x = xs, y = ys}
-      xs, ys = points(run.rows, "epoch", metric)
-      loss.series_right[#loss.series_right + 1] = {name = #data > 1 and "" or metric,
-                                                   color = r - 1, x = xs, y = ys}
-      xs, ys = points(run.rows, "step", "img/sec/core")
-      speed.series[#speed.series + 1] = {name = run.name, color = r - 1, x = xs, y = ys}
-      local keys = {}
+    if several then
+      loss.series[1], loss.series_right[1] = style("training_loss", 0), style(metric, 1)
+    end
+    -- The z/secs keys of all runs: with several runs a key is a line style, a run a colour.
+    local keys = {}
+    for _, run in ipairs(data) do
       for _, row in ipairs(run.rows) do
         for k in pairs(row) do
           if k:find("^z/secs/") and not keys[k] then keys[#keys + 1], keys[k] = k, true end
         end
       end
-      table.sort(keys)
+    end
+    table.sort(keys)
+    if several then
+      for k_i, k in ipairs(keys) do secs.series[k_i] = style(k:sub(8), k_i - 1) end
+    end
+    for r, run in ipairs(data) do
+      local xs, ys = points(run.rows, "epoch", "training_loss")
+      loss.series[#loss.series + 1] = {name = several and "" or "training_loss",
+                                       color = r - 1, x = xs, y = ys}
+      xs, ys = points(run.rows, "epoch", metric)
+      loss.series_right[#loss.series_right + 1] = {name = several and "" or metric,
+                                                   color = r - 1, x = xs, y = ys}
+      xs, ys = points(run.rows, "step", "img/sec/core")
+      speed.series[#speed.series + 1] = {name = several and "" or run.label, color = r - 1,
+                                         x = xs, y = ys}
       for k_i, k in ipairs(keys) do
         xs, ys = points(run.rows, "step", k)
-        secs.series[#secs.series + 1] = {name = k:sub(8) .. suffix,
-                                         color = (r - 1) * #keys + k_i - 1, x = xs, y = ys}
+        secs.series[#secs.series + 1] = {name = several and "" or k:sub(8),
+                                         color = several and r - 1 or k_i - 1,
+                                         dash = several and k_i - 1 or 0, x = xs, y = ys}
       end
     end
     if not has_points(loss.series) then
@@ -126,7 +145,8 @@ local function main(argv)
     end
     panels = {loss, speed, secs}
   end
-  bv._plot.save({panels = panels, columns = #panels >= 3 and 3 or #panels}, out)
+  bv._plot.save({panels = panels, legend = legend, columns = #panels >= 3 and 3 or #panels},
+                out)
   io.stdout:write("bvlua plot: wrote ", out, "\n")
   return 0
 end
