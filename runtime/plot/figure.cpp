@@ -41,6 +41,9 @@ double tick_step(double lo, double hi, int n) {
   return 10 * p;
 }
 
+// The first multiple of `step` at or above `lo` (ticks at 0.5, 1.0, not at 0.2, 0.7).
+double first_tick(double lo, double step) { return std::ceil(lo / step - 1e-6) * step; }
+
 // The range widened to whole ticks (and to some width when all values are equal).
 void nice(Range& r) {
   if (r.empty()) r.lo = 0, r.hi = 1;
@@ -48,9 +51,12 @@ void nice(Range& r) {
     double pad = r.hi == 0 ? 1 : std::fabs(r.hi) * 0.1;
     r.lo -= pad, r.hi += pad;
   }
-  double step = tick_step(r.lo, r.hi, 5);
-  r.lo = std::floor(r.lo / step) * step;
-  r.hi = std::ceil(r.hi / step) * step;
+  // Twice: widening can change the step the ticks are drawn with (tick_step of the new range).
+  for (int i = 0; i < 2; ++i) {
+    double step = tick_step(r.lo, r.hi, 5);
+    r.lo = std::floor(r.lo / step + 1e-9) * step;
+    r.hi = std::ceil(r.hi / step - 1e-9) * step;
+  }
 }
 
 std::string tick_text(double v, double step) {
@@ -125,13 +131,13 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_set_line_width(cr, 1);
   cairo_set_font_size(cr, 11);
   double xs = tick_step(xr.lo, xr.hi, 5), ys = tick_step(yr.lo, yr.hi, 5);
-  for (double v = xr.lo; v <= xr.hi + xs * 1e-6; v += xs) {
+  for (double v = first_tick(xr.lo, xs); v <= xr.hi + xs * 1e-6; v += xs) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, X(v), top), cairo_line_to(cr, X(v), top + ph), cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     text_at(cr, tick_text(v, xs), X(v), top + ph + 6, 0.5, 0);
   }
-  for (double v = yr.lo; v <= yr.hi + ys * 1e-6; v += ys) {
+  for (double v = first_tick(yr.lo, ys); v <= yr.hi + ys * 1e-6; v += ys) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, left, Y(v, yr)), cairo_line_to(cr, left + pw, Y(v, yr)), cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
@@ -139,7 +145,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   }
   if (!p.series_right.empty()) {
     double s2 = tick_step(yr2.lo, yr2.hi, 5);
-    for (double v = yr2.lo; v <= yr2.hi + s2 * 1e-6; v += s2) {
+    for (double v = first_tick(yr2.lo, s2); v <= yr2.hi + s2 * 1e-6; v += s2) {
       text_at(cr, tick_text(v, s2), left + pw + 6, Y(v, yr2), 0, 0.5);
     }
   }
