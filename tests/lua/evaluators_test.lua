@@ -92,7 +92,11 @@ T.test("from_config: errors name the eval and list what exists", function()
   end, "evals.val: unknown predict_fn 'nope'. Available predict_fns are:\nloss\npredict")
   T.raises(function()
     evaluators.from_config({evals = {val = {type = "no_such_type"}}}, {predict = predict})
-  end, "unknown evaluator type 'no_such_type'")
+  end, "unknown evaluator type 'no_such_type'; the types are: classification, fewshot_lsr, mean, "
+    .. "proj.paligemma.perplexity, proj.paligemma.transfers.vqa, recorder")
+  T.raises(function()
+    evaluators.from_config({evals = {val = {type = "classfication"}}}, {predict = predict})
+  end, "unknown evaluator type 'classfication' (did you mean 'classification'?)")
   T.raises(function()
     evaluators.from_config({input = {batch_size = 2}, evals = {val = {
       type = "classification", data = {name = "bv:jsonl", fname = "x"}, loss_name = "l2"}}},

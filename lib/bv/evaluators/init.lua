@@ -16,6 +16,7 @@
 -- arguments (big_vision's **kwargs), holding an eval's `pred_kw` merged under the caller's.
 local data = require "bv.data"
 local json = require "bv.json"
+local suggest = require "bv.suggest"
 
 local M = {}
 
@@ -43,11 +44,33 @@ function M.get(type_name)
     M.register(type_name, module)
     return module
   end
-  local known = {}
-  for name in pairs(registry) do known[#known + 1] = name end
+  local known = M.types()
+  error(string.format("evaluators: unknown evaluator type '%s'%s; the types are: %s",
+                      type_name, suggest.did_you_mean(type_name, known), table.concat(known, ", ")), 2)
+end
+
+-- Every evaluator type's name, sorted: the registered ones and the modules under
+-- bv/evaluators/ on package.path ("classification", "proj.paligemma.transfers.vqa", ...).
+function M.types()
+  local seen, known = {}, {}
+  local function add(name)
+    if not seen[name] then seen[name], known[#known + 1] = true, name end
+  end
+  for name in pairs(registry) do add(name) end
+  local init = package.searchpath("bv.evaluators", package.path)
+  local function walk(dir, prefix)
+    for _, entry in ipairs(bv.fs.list(dir)) do
+      local path = dir .. "/" .. entry
+      if bv.fs.is_dir(path) then
+        walk(path, prefix .. entry .. ".")
+      elseif entry:find("%.lua$") and entry ~= "init.lua" then
+        add(prefix .. entry:sub(1, -5))
+      end
+    end
+  end
+  if init then walk(init:match("^(.*)/init%.lua$"), "") end
   table.sort(known)
-  error(string.format("evaluators: unknown evaluator type '%s' (no module %s; registered: %s)",
-                      type_name, modname, #known > 0 and table.concat(known, ", ") or "none"), 2)
+  return known
 end
 
 -- A deep copy of a config table (tensors and functions are shared), so building evaluators

@@ -9,6 +9,7 @@
 -- {question_id, answer[, gts]}; {workdir}, {split} and {step} are filled in at every run (in
 -- big_vision the name stays at the first run's step).
 local evaluators = require "bv.evaluators"
+local suggest = require "bv.suggest"
 
 local M = {}
 
@@ -34,27 +35,10 @@ function M.new(predict_fn, cfg)
   return self
 end
 
--- Levenshtein distance over UTF-8 code points.
-local function levenshtein(a, b)
-  local ca, cb = {}, {}
-  for _, c in utf8.codes(a) do ca[#ca + 1] = c end
-  for _, c in utf8.codes(b) do cb[#cb + 1] = c end
-  local prev = {}
-  for j = 0, #cb do prev[j] = j end
-  for i = 1, #ca do
-    local cur = {[0] = i}
-    for j = 1, #cb do
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca[i] == cb[j] and 0 or 1))
-    end
-    prev = cur
-  end
-  return prev[#cb]
-end
-
 -- ANLS with threshold 0.5: 1 - normalised edit distance when below 0.5, else 0.
 function M.anls(gt, pred)
   if gt == "" then return pred == "" and 1 or 0 end
-  local d = levenshtein(gt, pred) / math.max(utf8.len(gt), utf8.len(pred))
+  local d = suggest.distance(gt, pred) / math.max(utf8.len(gt), utf8.len(pred))
   return d < 0.5 and 1 - d or 0
 end
 

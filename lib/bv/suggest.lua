@@ -1,0 +1,40 @@
+-- bv.suggest: "did you mean ...?" for names a user typed (evaluator types, config keys, ops).
+--
+--   suggest.closest("classfication", {"classification", "mean"})   --> "classification"
+--   suggest.did_you_mean("shedule", keys)   --> " (did you mean 'schedule'?)" or ""
+local M = {}
+
+-- Levenshtein distance over UTF-8 code points.
+function M.distance(a, b)
+  local ca, cb = {}, {}
+  for _, c in utf8.codes(a) do ca[#ca + 1] = c end
+  for _, c in utf8.codes(b) do cb[#cb + 1] = c end
+  local prev = {}
+  for j = 0, #cb do prev[j] = j end
+  for i = 1, #ca do
+    local cur = {[0] = i}
+    for j = 1, #cb do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca[i] == cb[j] and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#cb]
+end
+
+-- The candidate nearest to `name`, when near enough to be a typo: at most a third of the
+-- name's length away (at least 1, at most 3 edits). nil otherwise.
+function M.closest(name, candidates)
+  local best, best_d = nil, math.min(3, math.max(1, utf8.len(name) // 3))
+  for _, c in ipairs(candidates) do
+    local d = M.distance(name, c)
+    if d <= best_d and c ~= name and (not best or d < best_d) then best, best_d = c, d end
+  end
+  return best
+end
+
+function M.did_you_mean(name, candidates)
+  local c = M.closest(name, candidates)
+  return c and string.format(" (did you mean '%s'?)", c) or ""
+end
+
+return M
