@@ -24,7 +24,8 @@ const char* kUsage =
     "  run SCRIPT.lua [ARGS...]   run a Lua script (its arguments in `arg`, as lua does)\n"
     "  -e CODE                    run a chunk of Lua\n"
     "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
-    "                             resolve a config (see `bvlua train --help`)\n"
+    "                             train (and evaluate) as the config says: the classification\n"
+    "                             or PaliGemma trainer (`bvlua train --help`)\n"
     "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
     "  runs DIR...                one row per run: the config values that differ, steps, the\n"
     "                             last and best value of a metric (`bvlua runs --help`)\n"
@@ -32,12 +33,13 @@ const char* kUsage =
     "                             config variants as a queue, N at a time (`bvlua sweep --help`)\n"
     "  plot DIR... [-o FILE.png]  the tutorial's curves from the runs' metrics files\n"
     "  mistakes OUTFILE.json DATA.jsonl [-o FILE.png]\n"
-    "                             a contact sheet of a VQA evaluator's wrong answers\n"
+    "                             a contact sheet of an evaluator's wrong answers\n"
     "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
     "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
     "\n"
     "options:\n"
-    "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores)\n"
+    "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores); also after\n"
+    "                train, repl, runs, sweep, plot and mistakes\n"
     "  --version     print the versions of bvlua and libtorch, whether CUDA and NCCL are compiled\n"
     "                in and whether a GPU is available now\n"
     "  -h, --help    this text; `bvlua COMMAND --help` for a command\n";
@@ -228,6 +230,24 @@ int main(int argc, char** argv) {
   if (i == args.size()) return usage_error("missing command");
   const std::string command = args[i];
   std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
+  // The commands bvlua implements take the global --threads among their own options too (the
+  // arguments of `run` and `-e` belong to the script, launch's to the command it starts).
+  if (command != "run" && command != "-e" && command != "launch") {
+    for (size_t k = 0; k < rest.size();) {
+      const std::string& a = rest[k];
+      if (a != "--threads" && a.rfind("--threads=", 0) != 0) {
+        ++k;
+        continue;
+      }
+      bool separate = a == "--threads";
+      std::string value = separate ? (k + 1 < rest.size() ? rest[k + 1] : "") : a.substr(10);
+      if (!parse_threads(value, &threads))
+        return usage_error("--threads needs a positive integer, got '" + value + "'");
+      threads_flag = value;
+      rest.erase(rest.begin() + static_cast<long>(k),
+                 rest.begin() + static_cast<long>(k + (separate && k + 1 < rest.size() ? 2 : 1)));
+    }
+  }
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&

@@ -114,6 +114,12 @@ expect_in out "threads	2" "BV_THREADS applied"
 run "$BVLUA" -e 'print("threads", bv.threads())'
 expect_in out "threads	$(nproc)" "default threads = cores"
 run "$BVLUA" --threads 0 -e 'print(1)'; expect_rc 2 "--threads 0"; expect_in err "--threads" "--threads 0 named"
+# After the command too (train, repl, runs, sweep, plot, mistakes), as a Python user types it.
+echo 'print("threads", bv.threads())' >"$TMP/threads_in"
+"$BVLUA" repl --threads 1 <"$TMP/threads_in" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_rc 0 "repl --threads 1"; expect_in out "threads	1" "--threads 1 after repl applied"
+"$BVLUA" repl --threads=x <"$TMP/threads_in" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_rc 2 "repl --threads=x"; expect_in err "--threads needs a positive integer, got 'x'" "bad --threads after repl"
 
 # --- train: config args, overrides, dry run, config.json ---
 W="$TMP/w"

@@ -11,9 +11,12 @@ local USAGE_LINE =
 M.USAGE = USAGE_LINE .. [[
 
 
-Loads the Lua config CONFIG (a file returning a table, a function get_config(ARGS), or
-{get_config =, prepare =, register_pp_ops =}), applies the overrides in order, writes the
-resolved config to DIR/config.json and runs the config's prepare (once, on rank 0).
+Trains a model as the Lua config CONFIG says (a file returning a table, a function
+get_config(ARGS), or {get_config =, prepare =, register_pp_ops =}): applies the overrides in
+order, writes the resolved config to DIR/config.json, runs the config's prepare (once, on rank
+0), then its trainer (config.trainer: classification, the default, or proj.paligemma.train)
+with its evaluators, writing big_vision_metrics.txt and checkpoints (ckpt_steps) to DIR. A DIR
+that holds a checkpoint resumes from it.
 
 options:
   --workdir DIR          where the run writes its files (required unless --dry-run)
@@ -33,6 +36,7 @@ options:
                          the value is converted to the field's current type, tables take a
                          Python or Lua literal such as [1, 2] or {'depth': 50}
   --noconfig.KEY         set a boolean field to false
+  --threads N            libtorch intra-op threads (as `bvlua --threads N train ...`)
   -h, --help             show this help
 
 exit codes:
