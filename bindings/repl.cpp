@@ -268,7 +268,8 @@ bool is_incomplete(lua_State* L, int status) {
 }
 
 // Compiles `code`, first as `return <code>` so that expressions print their value (lua.c's
-// trick). A trailing ';' marks a command whose value stays unprinted.
+// trick), then as statements followed by an expression. A trailing ';' marks a command whose
+// value stays unprinted.
 int compile(lua_State* L, const std::string& code, bool* expression, bool* quiet) {
   std::string body = code;
   while (!body.empty() && std::isspace(static_cast<unsigned char>(body.back()))) body.pop_back();
@@ -280,6 +281,27 @@ int compile(lua_State* L, const std::string& code, bool* expression, bool* quiet
     return LUA_OK;
   }
   lua_pop(L, 1);
+  // Statements then an expression (`x = f(); x`, as Python's prompt takes it): the value of the
+  // last part after a ';' or a line break that compiles as `return <part>` after the rest.
+  int tries = 0;
+  for (size_t at = body.find_last_of(";\n"); at != std::string::npos && tries < 64;
+       at = at == 0 ? std::string::npos : body.find_last_of(";\n", at - 1), ++tries) {
+    std::string tail = body.substr(at + 1);
+    if (tail.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    // The statements must be whole on their own: `for i = 1, 2 do <split> f(i) end` is not.
+    std::string head = body.substr(0, at + 1);
+    if (luaL_loadbuffer(L, head.data(), head.size(), "=stdin") != LUA_OK) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    std::string split = head + "\nreturn " + tail + ";";
+    if (luaL_loadbuffer(L, split.data(), split.size(), "=stdin") == LUA_OK) {
+      *expression = true;
+      return LUA_OK;
+    }
+    lua_pop(L, 1);
+  }
   *expression = false;
   return luaL_loadbuffer(L, code.data(), code.size(), "=stdin");
 }

@@ -153,6 +153,13 @@ checks=$((checks + 1)); grep -q '^40$' "$TMP/out" && fail "trailing ; must suppr
 expect_in out "i	2" "repl multi-line"
 expect_in err "oops" "repl error shown"
 expect_in out "after" "repl continues after an error"
+# Statements, then an expression: its value prints (`x = f(); x`); not so with a trailing ';'.
+printf 'y = 41 + 1; y\nlocal s = "a;b"; s .. "!"\nz = 5; z * 100;\n' >"$TMP/in"
+"$BVLUA" repl <"$TMP/in" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_rc 0 "repl statements then an expression"
+expect_in out "42" "x = f(); x prints x"
+expect_in out "a;b!" "a ; inside a string is not a split"
+checks=$((checks + 1)); grep -q '^500$' "$TMP/out" && fail "trailing ; after statements must suppress printing"
 
 # --- one Lua test by name (HACKING.md): the test runner filters on the first argument ---
 run "$BVLUA" run tests/lua/pp_test.lua parse_op
