@@ -22,28 +22,6 @@
 -- Public fields read by trainers: warmup, prev_step, total_steps, global_bs, steps_per_epoch.
 local M = {}
 
--- Python's float divmod for a positive divisor (floor division, remainder with its sign).
-local function divmod(x, y)
-  local mod = math.fmod(x, y)
-  local div = (x - mod) / y
-  if mod ~= 0 then
-    if mod < 0 then
-      mod = mod + y
-      div = div - 1
-    end
-  else
-    mod = 0.0
-  end
-  local floordiv
-  if div ~= 0 then
-    floordiv = math.floor(div)
-    if div - floordiv > 0.5 then floordiv = floordiv + 1 end
-  else
-    floordiv = 0.0 * (x / y)  -- keeps the sign of zero, as Python does
-  end
-  return floordiv, mod
-end
-
 -- Python's f"{x:.0f}" (round half to even, like C's printf; nan/inf spelled as Python does).
 local function f0(x)
   if x ~= x then return "nan" end
@@ -52,18 +30,26 @@ local function f0(x)
   return string.format("%.0f", x)
 end
 
--- big_vision's hms(): "42s", "3m7s", "5h12m" (below 25 hours), else "2d3h4m".
+-- Python's round(): to the nearest integer, halves to the even one.
+local function round_even(x)
+  local f = math.floor(x)
+  local r = x - f
+  if r > 0.5 or (r == 0.5 and f % 2 == 1) then f = f + 1 end
+  return math.tointeger(f) or f
+end
+
+-- big_vision's hms(): "42s", "3m7s", "5h12m" (below 25 hours), else "2d3h4m". Unlike
+-- big_vision, which rounds each part on its own ("2m60s"), the time is rounded to whole
+-- seconds (minutes from an hour up) before it is split.
 function M.hms(s)
-  if s < 60 then return f0(s) .. "s" end
-  local m
-  m, s = divmod(s, 60)
-  if m < 60 then return f0(m) .. "m" .. f0(s) .. "s" end
-  local h
-  h, m = divmod(m, 60)
-  if h < 25 then return f0(h) .. "h" .. f0(m) .. "m" end
-  local d
-  d, h = divmod(h, 24)
-  return f0(d) .. "d" .. f0(h) .. "h" .. f0(m) .. "m"
+  if s ~= s or s == math.huge or s == -math.huge then return f0(s) .. "s" end
+  local secs = round_even(s)
+  if secs < 60 then return string.format("%ds", secs) end
+  if secs < 3600 then return string.format("%dm%ds", secs // 60, secs % 60) end
+  local mins = round_even(s / 60)
+  local h, m = mins // 60, mins % 60
+  if h < 25 then return string.format("%dh%dm", h, m) end
+  return string.format("%dd%dh%dm", h // 24, h % 24, m)
 end
 
 -- Python's f"{x}" for a step count: 5, or 5.0 for a float.
