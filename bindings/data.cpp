@@ -9,6 +9,7 @@
 #include <lua.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -46,6 +47,9 @@ std::shared_ptr<const std::string> read_bytes(const std::string& path, FileCache
     auto it = cache->bytes.find(path);
     if (it != cache->bytes.end()) return it->second;
   }
+  // A directory opens and reads as 0 bytes, which a decoder would call empty image data.
+  std::error_code ec;
+  BV_CHECK(!std::filesystem::is_directory(path, ec), "'", path, "' is a directory, not a file");
   auto data = std::make_shared<const std::string>(fs::read_file(path));
   if (cache) {
     std::lock_guard<std::mutex> lock(cache->mu);
@@ -175,9 +179,18 @@ int64_t opt_int_field(lua_State* L, int table, const char* name, int64_t def) {
 }
 
 // bv._data.source({name = "bv:jsonl", fname = ..., fopen_keys = {...}, start, stop} |
-//                 {name = "bv:imagefolder", root = ...})
+//                 {name = "bv:imagefolder", root = ...} [, {skip_errors = bool}])
+// skip_errors: a bad JSON-L line is kept as an example that fails in the pipeline (and is
+// skipped and counted there) instead of failing here.
 int data_source(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  bool skip_errors = false;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "skip_errors");
+    skip_errors = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
   std::string name = opt_string_field(L, 1, "name", "");
   data::Source src;
   if (name == "bv:jsonl") {
@@ -186,6 +199,7 @@ int data_source(lua_State* L) {
     if (o.fname.empty()) raise(L, "bv:jsonl: 'fname' is required");
     o.start = opt_int_field(L, 1, "start", 0);
     o.stop = opt_int_field(L, 1, "stop", -1);
+    o.keep_bad_lines = skip_errors;
     lua_getfield(L, 1, "fopen_keys");
     if (lua_istable(L, -1)) {
       // A list of keys (no prefix) or a map key -> directory.
@@ -235,7 +249,15 @@ int source_example(lua_State* L) {
   int64_t i = check_int(L, 2);
   int64_t n = static_cast<int64_t>(src->examples.size());
   if (i < 1 || i > n) raise(L, str("example ", i, " out of range 1..", n));
+  auto bad = src->bad_lines.find(i - 1);
+  if (bad != src->bad_lines.end()) raise(L, bad->second);
   push_example(L, src->examples[static_cast<size_t>(i - 1)], nullptr);
+  return 1;
+}
+
+// source:bad_lines(): how many lines were kept as failing examples (skip_errors).
+int source_bad_lines(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(check_source(L, 1)->bad_lines.size()));
   return 1;
 }
 
@@ -335,6 +357,8 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
       lua_rawgeti(L, LUA_REGISTRYINDEX, pp_ref);
       lua_rawgeti(L, -1, item.source + 1);
       const data::Source& src = *setup->sources[static_cast<size_t>(item.source)];
+      auto bad = src.bad_lines.find(item.index);
+      if (bad != src.bad_lines.end()) throw Error(bad->second);
       push_example(L, src.examples[static_cast<size_t>(item.index)], setup->cache.get());
       push_rng(L, Rng(data::mix_seed(setup->seed, item.seq)));
       run_or_throw(L, 2, 1, describe(*setup, item));
@@ -353,6 +377,7 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
 
 struct PipelineBox {
   std::unique_ptr<data::Pipeline> pipeline;
+  std::vector<std::string> names;  // one per source; "" when the spec gave none
 };
 
 data::Pipeline& check_pipeline(lua_State* L, int arg) {
@@ -385,7 +410,8 @@ bool bool_field(lua_State* L, int table, const char* name, bool def) {
 
 // bv._data.pipeline{sources = {src...}, pp = {string...}, weights = {w...}, batch_size, workers,
 //   seed, shuffle, shuffle_buffer_size, repeat, prefetch, skip_errors, max_consecutive_errors,
-//   pad_last_batch, pin_memory, position, rank, world, cache_raw, config, requires = {...}}
+//   pad_last_batch, pin_memory, position, rank, world, cache_raw, config, requires = {...},
+//   names = {string...} (one per source, for skipped_by_source)}
 int data_pipeline(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   auto setup = std::make_shared<WorkerSetup>();
@@ -445,8 +471,11 @@ int data_pipeline(lua_State* L) {
   o.pin_memory = bool_field(L, 1, "pin_memory", false);
   uint64_t position = static_cast<uint64_t>(opt_int_field(L, 1, "position", 0));
 
+  std::vector<std::string> names = string_list_field(L, 1, "names");
+  names.resize(setup->sources.size());
   void* p = lua_newuserdatauv(L, sizeof(PipelineBox), 0);
   auto* box = new (p) PipelineBox();
+  box->names = std::move(names);
   luaL_setmetatable(L, kPipelineMeta);
   std::shared_ptr<const WorkerSetup> shared = setup;
   box->pipeline = std::make_unique<data::Pipeline>(
@@ -473,6 +502,35 @@ int pipeline_position(lua_State* L) {
 
 int pipeline_skipped(lua_State* L) {
   lua_pushinteger(L, check_pipeline(L, 1).skipped());
+  return 1;
+}
+
+// pipeline:skipped_by_source() -> {name = count} for every source (names from the spec's
+// `names`, else 1, 2, ...).
+int pipeline_skipped_by_source(lua_State* L) {
+  auto* box = static_cast<PipelineBox*>(luaL_checkudata(L, 1, kPipelineMeta));
+  if (!box->pipeline) raise(L, "the pipeline was closed");
+  std::vector<int64_t> counts = box->pipeline->skipped_by_source();
+  lua_createtable(L, 0, static_cast<int>(box->names.size()));
+  for (size_t i = 0; i < box->names.size(); ++i) {
+    lua_pushinteger(L, static_cast<lua_Integer>(i < counts.size() ? counts[i] : 0));
+    if (box->names[i].empty()) {
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    } else {
+      lua_setfield(L, -2, box->names[i].c_str());
+    }
+  }
+  return 1;
+}
+
+// pipeline:last_skipped_error() -> the error of the last example skipped, or nil.
+int pipeline_last_skipped_error(lua_State* L) {
+  std::string e = check_pipeline(L, 1).last_skipped_error();
+  if (e.empty()) {
+    lua_pushnil(L);
+  } else {
+    lua_pushlstring(L, e.data(), e.size());
+  }
   return 1;
 }
 
@@ -505,6 +563,7 @@ void open_data(lua_State* L) {
       BV_FN("size", source_size),
       BV_FN("example", source_example),
       BV_FN("origin", source_origin),
+      BV_FN("bad_lines", source_bad_lines),
       BV_FN("class_names", source_class_names),
       {nullptr, nullptr},
   };
@@ -513,6 +572,8 @@ void open_data(lua_State* L) {
       BV_FN("next", pipeline_next),
       BV_FN("position", pipeline_position),
       BV_FN("skipped", pipeline_skipped),
+      BV_FN("skipped_by_source", pipeline_skipped_by_source),
+      BV_FN("last_skipped_error", pipeline_last_skipped_error),
       BV_FN("close", pipeline_close),
       {nullptr, nullptr},
   };

@@ -3,6 +3,8 @@
 --   local it, total = bv.data.training(config.input, {seed = 0, config = "configs/x.lua:arg"})
 --   local batch = it:next()      -- key -> stacked tensor (strings: lists)
 --   it:position()                -- save it; {position = p} resumes at the same example
+--   it:skipped()                 -- examples dropped by skip_errors (bad JSON-L lines too)
+--   it:skipped_by_source()       -- {[fname or mixture name] = count}; it:last_skipped_error()
 --
 -- The work happens in native worker threads (bindings/data.cpp, runtime/data/pipeline.cpp),
 -- each with its own Lua state. opts.config ("path.lua[:args]"): each worker runs that config's
@@ -18,11 +20,14 @@ local PER_PIPELINE = {"shuffle_buffer_size", "cache_raw", "num_parallel_calls", 
                       "post_filter_fn", "pack", "skip_errors"}
 
 -- A source from a big_vision data config: {name = "bv:jsonl", fname = ..., fopen_keys = ...}.
-function M.source(data_cfg)
+-- opts.skip_errors: a JSON-L line that is not a valid example is kept as one that fails in the
+-- pipeline (skipped and counted there, see it:skipped()) instead of failing here;
+-- src:bad_lines() counts them.
+function M.source(data_cfg, opts)
   if type(data_cfg) ~= "table" or type(data_cfg.name) ~= "string" then
     error("data: a data config needs a 'name' (e.g. name = \"bv:jsonl\")", 2)
   end
-  return bv._data.source(data_cfg)
+  return bv._data.source(data_cfg, {skip_errors = opts and opts.skip_errors and true or false})
 end
 
 local function common(opts)
@@ -46,10 +51,11 @@ function M.training(input, opts)
     error("data.training: expected the config's input section with a 'data' table", 2)
   end
   local spec = common(opts)
-  local sources, pps, weights, total = {}, {}, {}, 0
+  local sources, pps, weights, src_names, total = {}, {}, {}, {}, 0
   if type(input.data.name) == "string" then
-    local src = M.source(input.data)
+    local src = M.source(input.data, {skip_errors = input.skip_errors})
     sources[1], pps[1], weights[1] = src, input.pp or "", 1
+    src_names[1] = input.data.fname or input.data.root or input.data.name
     total = src:size()
     spec.shuffle_buffer_size = input.shuffle_buffer_size
     spec.cache_raw = input.cache_raw
@@ -69,8 +75,9 @@ function M.training(input, opts)
       local sub = input[name]
       if type(sub) ~= "table" then error("data: mixture entry '" .. name .. "' has no input." .. name, 2) end
       if w > 0 then
-        local src = M.source(sub.data)
+        local src = M.source(sub.data, {skip_errors = sub.skip_errors})
         sources[#sources + 1], pps[#pps + 1], weights[#weights + 1] = src, sub.pp or "", w
+        src_names[#src_names + 1] = name
         total = total + src:size()
         -- One setting for the whole mixture: the first dataset's (they are usually equal).
         spec.shuffle_buffer_size = spec.shuffle_buffer_size or sub.shuffle_buffer_size
@@ -84,7 +91,7 @@ function M.training(input, opts)
   if bs % spec.world ~= 0 then
     error(string.format("data: batch_size %d is not divisible by %d processes", bs, spec.world), 2)
   end
-  spec.sources, spec.pp, spec.weights = sources, pps, weights
+  spec.sources, spec.pp, spec.weights, spec.names = sources, pps, weights, src_names
   spec.batch_size = bs // spec.world
   spec.shuffle, spec["repeat"] = true, true
   spec.prefetch = input.prefetch or 2

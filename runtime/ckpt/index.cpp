@@ -15,6 +15,7 @@
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_util.h"
 
 namespace bv::ckpt {
 
@@ -56,7 +57,7 @@ std::string sniff_format(const std::string& path) {
 // A training checkpoint's step from its manifest; -1 when the manifest does not say.
 int64_t manifest_step(const std::string& dir) {
   try {
-    auto manifest = nlohmann::json::parse(fs::read_file(join(dir, kManifestFile)));
+    auto manifest = parse_json(fs::read_file(join(dir, kManifestFile)), join(dir, kManifestFile));
     if (manifest.is_object() && manifest.contains("step") && manifest["step"].is_number_integer())
       return manifest["step"].get<int64_t>();
   } catch (const std::exception&) {

@@ -155,6 +155,7 @@ void Pipeline::worker_loop(int id, WorkerFactory factory) {
   Item item;
   while (claim(&item)) {
     Result r;
+    r.source = item.source;
     try {
       r.example = fn(item);
       r.ok = true;
@@ -185,7 +186,14 @@ bool Pipeline::next(Example* batch) {
     work_cv_.notify_all();
     if (!r.ok) {
       if (!opts_.skip_errors) throw Error(r.error);
-      ++skipped_;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++skipped_;
+        size_t s = static_cast<size_t>(r.source);
+        if (skipped_by_source_.size() <= s) skipped_by_source_.resize(s + 1, 0);
+        ++skipped_by_source_[s];
+        last_skipped_error_ = r.error;
+      }
       if (++consecutive_errors_ > opts_.max_consecutive_errors) {
         fail("data: more than ", opts_.max_consecutive_errors,
              " examples in a row failed (skip_errors); the last one: ", r.error);
@@ -223,6 +231,16 @@ uint64_t Pipeline::position() const {
 int64_t Pipeline::skipped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return skipped_;
+}
+
+std::vector<int64_t> Pipeline::skipped_by_source() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return skipped_by_source_;
+}
+
+std::string Pipeline::last_skipped_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_skipped_error_;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -94,10 +94,14 @@ class Pipeline {
   bool next(Example* batch);
   uint64_t position() const;  // stream items consumed by the batches returned so far
   int64_t skipped() const;    // examples dropped because of errors (skip_errors)
+  // skipped() per source (index as in the ItemStream), and the last skipped example's error.
+  std::vector<int64_t> skipped_by_source() const;
+  std::string last_skipped_error() const;
 
  private:
   struct Result {
     bool ok = false;
+    int source = 0;
     Example example;
     std::string error;
   };
@@ -115,6 +119,8 @@ class Pipeline {
   bool stop_ = false;
   std::string fatal_;  // a worker could not start
   int64_t skipped_ = 0;
+  std::vector<int64_t> skipped_by_source_;
+  std::string last_skipped_error_;
   int64_t consecutive_errors_ = 0;
   Example pad_template_;
   std::vector<std::thread> threads_;

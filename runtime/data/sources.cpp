@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_util.h"
 
 namespace bv::data {
 
@@ -33,48 +35,141 @@ bool all_of_kind(const json& j, bool want_string) {
   return true;
 }
 
-void flatten_numbers(const json& j, std::vector<double>& out, std::vector<int64_t>& shape,
-                     size_t depth, bool& all_int, const std::string& where) {
-  if (!j.is_array()) {
-    all_int = all_int && (j.is_number_integer() || j.is_boolean());
-    out.push_back(j.is_boolean() ? (j.get<bool>() ? 1.0 : 0.0) : j.get<double>());
-    return;
-  }
-  if (shape.size() == depth) shape.push_back(static_cast<int64_t>(j.size()));
-  BV_CHECK(shape[depth] == static_cast<int64_t>(j.size()), where, ": ragged nested list");
-  for (const auto& e : j) flatten_numbers(e, out, shape, depth + 1, all_int, where);
+int64_t to_int64(const json& j, const std::string& where) {
+  if (j.is_boolean()) return j.get<bool>() ? 1 : 0;
+  BV_CHECK(!j.is_number_unsigned() || j.get<uint64_t>() <= uint64_t{INT64_MAX}, where,
+           ": the integer ", j.dump(), " does not fit in int64");
+  return j.get<int64_t>();
 }
 
+// A nested list of numbers as one rectangular tensor: every number at one depth, every list at
+// a depth of one length (tf.constant refuses ragged lists too).
+class Flattener {
+ public:
+  explicit Flattener(const std::string& where) : where_(where) {}
+
+  at::Tensor tensor(const json& j) {
+    visit(j);
+    at::Tensor t;
+    if (all_int_) {
+      BV_CHECK(big_at_.empty(), where_, ": the integer", big_at_, " does not fit in int64");
+      std::vector<int64_t> values;
+      values.reserve(leaves_.size());
+      for (const json* leaf : leaves_) values.push_back(to_int64(*leaf, where_));
+      t = at::tensor(values, at::kLong);
+    } else {
+      std::vector<double> values;
+      values.reserve(leaves_.size());
+      for (const json* leaf : leaves_) {
+        values.push_back(leaf->is_boolean() ? (leaf->get<bool>() ? 1.0 : 0.0)
+                                            : leaf->get<double>());
+      }
+      t = at::tensor(values, at::kDouble).to(at::kFloat);
+    }
+    return t.reshape(shape_);
+  }
+
+ private:
+  std::string at_path() const {
+    std::string out;
+    for (size_t i : path_) out += "[" + std::to_string(i) + "]";
+    return out;
+  }
+
+  void visit(const json& j) {
+    size_t depth = path_.size();
+    if (!j.is_array()) {
+      BV_CHECK(shape_.size() == depth, where_, ": ragged nested list: the element at ", at_path(),
+               " is a number where the other elements at that depth are lists");
+      if (leaf_depth_ < 0) leaf_depth_ = static_cast<int64_t>(depth);
+      all_int_ = all_int_ && (j.is_number_integer() || j.is_boolean());
+      if (j.is_number_unsigned() && big_at_.empty() && j.get<uint64_t>() > uint64_t{INT64_MAX}) {
+        big_at_ = " at " + at_path();
+      }
+      leaves_.push_back(&j);
+      return;
+    }
+    BV_CHECK(leaf_depth_ != static_cast<int64_t>(depth), where_,
+             ": ragged nested list: the element at ", at_path(),
+             " is a list where the other elements at that depth are numbers");
+    if (shape_.size() == depth) shape_.push_back(static_cast<int64_t>(j.size()));
+    BV_CHECK(shape_[depth] == static_cast<int64_t>(j.size()), where_,
+             ": ragged nested list: the list at ", at_path(), " has ", j.size(),
+             " elements where the first list at that depth has ", shape_[depth]);
+    path_.push_back(0);
+    for (const auto& e : j) {
+      visit(e);
+      ++path_.back();
+    }
+    path_.pop_back();
+  }
+
+  const std::string& where_;
+  std::vector<int64_t> shape_;
+  std::vector<size_t> path_;  // indices from the outer list down to the element visited
+  int64_t leaf_depth_ = -1;   // the depth of the numbers, fixed by the first one
+  bool all_int_ = true;
+  std::vector<const json*> leaves_;
+  std::string big_at_;  // where the first integer past int64 is (a float list takes it)
+};
+
 // A JSON value as a pipeline Value: lists of numbers become tensors (int64 or float32, as
-// tf.constant would type them), lists of strings stay lists.
+// tf.constant would type them), lists of strings stay lists. parse_json bounded the nesting.
 Value from_json(const json& j, const std::string& where) {
   switch (j.type()) {
     case json::value_t::null: return Value::none();
     case json::value_t::boolean: return Value::boolean(j.get<bool>());
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return Value::integer(j.get<int64_t>());
+    case json::value_t::number_unsigned: return Value::integer(to_int64(j, where));
     case json::value_t::number_float: return Value::number(j.get<double>());
     case json::value_t::string: return Value::string(j.get<std::string>());
     case json::value_t::array: {
-      if (!j.empty() && all_of_kind(j, true)) {
+      // (lists holding only empty lists are both: tf.constant makes them float32 tensors)
+      if (all_of_kind(j, true) && !all_of_kind(j, false)) {
         Value v;
         v.kind = Value::Kind::kList;
         for (const auto& e : j) v.list.push_back(from_json(e, where));
         return v;
       }
       BV_CHECK(all_of_kind(j, false), where, ": lists must hold only numbers or only strings");
-      std::vector<double> flat;
-      std::vector<int64_t> shape;
-      bool all_int = true;
-      flatten_numbers(j, flat, shape, 0, all_int, where);
-      at::Tensor t = at::tensor(flat, at::kDouble).reshape(shape);
-      return Value::of_tensor(t.to(all_int ? at::kLong : at::kFloat));
+      return Value::of_tensor(Flattener(where).tensor(j));
     }
     default: fail(where, ": nested objects are not supported (big_vision's jsonl has none)");
   }
 }
 
 bool is_url(const std::string& s) { return s.find("://") != std::string::npos; }
+
+}  // namespace
+
+namespace {
+
+// One JSON-L line as an example; `id` is its index among the examples.
+Example parse_line(const std::string& line, const std::string& where, const JsonlOptions& opts,
+                   size_t id) {
+  json j = parse_json(line, where);
+  BV_CHECK(j.is_object(), where, ": expected a JSON object, got ", j.type_name());
+  Example ex;
+  ex.emplace_back("id", Value::string(std::to_string(id)));
+  for (const auto& [key, value] : j.items()) {
+    Value v = from_json(value, where + " key '" + key + "'");
+    auto prefix = opts.fopen_keys.find(key);
+    if (prefix != opts.fopen_keys.end()) {
+      BV_CHECK(v.kind == Value::Kind::kString, where, ": fopen key '", key,
+               "' must hold a file name");
+      bool download = std::count(opts.download_keys.begin(), opts.download_keys.end(), key) > 0;
+      BV_CHECK(!(download && is_url(v.s)), where, ": download key '", key, "' holds the URL '", v.s,
+               "'; bvlua downloads nothing: fetch the files and give local paths");
+      v = Value::file(join_path(prefix->second, v.s));
+    }
+    if (key == "id") {
+      ex[0].second = v;  // the file's own id replaces the index, as in big_vision
+    } else {
+      ex.emplace_back(key, std::move(v));
+    }
+  }
+  return ex;
+}
 
 }  // namespace
 
@@ -93,33 +188,14 @@ Source load_jsonl(const JsonlOptions& opts) {
     ++index;
     if (index < opts.start || (opts.stop >= 0 && index >= opts.stop)) continue;
     std::string where = opts.fname + ":" + std::to_string(lineno);
-    json j;
+    size_t id = src.examples.size();
     try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      fail(where, ": bad JSON: ", e.what());
+      src.examples.push_back(parse_line(line, where, opts, id));
+    } catch (const std::exception& e) {
+      if (!opts.keep_bad_lines) throw;
+      src.examples.push_back({{"id", Value::string(std::to_string(id))}});
+      src.bad_lines[static_cast<int64_t>(id)] = e.what();
     }
-    BV_CHECK(j.is_object(), where, ": expected a JSON object, got ", j.type_name());
-    Example ex;
-    ex.emplace_back("id", Value::string(std::to_string(src.examples.size())));
-    for (const auto& [key, value] : j.items()) {
-      Value v = from_json(value, where + " key '" + key + "'");
-      auto prefix = opts.fopen_keys.find(key);
-      if (prefix != opts.fopen_keys.end()) {
-        BV_CHECK(v.kind == Value::Kind::kString, where, ": fopen key '", key,
-                 "' must hold a file name");
-        bool download = std::count(opts.download_keys.begin(), opts.download_keys.end(), key) > 0;
-        BV_CHECK(!(download && is_url(v.s)), where, ": download key '", key, "' holds the URL '",
-                 v.s, "'; bvlua downloads nothing: fetch the files and give local paths");
-        v = Value::file(join_path(prefix->second, v.s));
-      }
-      if (key == "id") {
-        ex[0].second = v;  // the file's own id replaces the index, as in big_vision
-      } else {
-        ex.emplace_back(key, std::move(v));
-      }
-    }
-    src.examples.push_back(std::move(ex));
     src.origins.push_back({opts.fname, lineno});
   }
   return src;

@@ -18,6 +18,9 @@ struct Source {
   std::vector<Example> examples;
   std::vector<Origin> origins;           // one per example, for error messages
   std::vector<std::string> class_names;  // imagefolder only
+  // Lines that failed to parse, kept (JsonlOptions::keep_bad_lines) as examples that fail in the
+  // pipeline, where skip_errors counts them: example index -> the error.
+  std::map<int64_t, std::string> bad_lines;
 };
 
 struct JsonlOptions {
@@ -27,6 +30,9 @@ struct JsonlOptions {
   std::vector<std::string> download_keys;  // local paths only: bvlua downloads nothing
   int64_t start = 0;
   int64_t stop = -1;  // -1: to the end
+  // A line that is not a valid example (bad JSON, ragged lists, ...) fails the load unless this
+  // is set (skip_errors): then it is kept as an example whose processing fails.
+  bool keep_bad_lines = false;
 };
 
 Source load_jsonl(const JsonlOptions& opts);

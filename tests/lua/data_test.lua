@@ -218,6 +218,100 @@ T.test("failure modes name the file and line", function()
   end, "key 'v' has shape [2] in the first example but [3] in example 2")
 end)
 
+T.test("bad JSON-L values name the file, the line and the key", function()
+  local deep = string.rep("[", 60000) .. string.rep("]", 60000)
+  local f = write_jsonl("deep.jsonl", {{x = 1}}, {'{"v": ' .. deep .. '}'})
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end,
+           "deep.jsonl:2: bad JSON: nested deeper than 256 levels at byte 262")
+  f = write_jsonl("huge.jsonl", {{x = 1}}, {'{"x": 1e400}'})
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end,
+           "huge.jsonl:2: bad JSON: number overflow parsing '1e400'")
+  f = write_jsonl("wide.jsonl", {}, {'{"n": 18446744073709551615}'})
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end,
+           "wide.jsonl:1 key 'n': the integer 18446744073709551615 does not fit in int64")
+  f = write_jsonl("wide2.jsonl", {}, {'{"n": [1, 18446744073709551615]}'})
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end,
+           "wide2.jsonl:1 key 'n': the integer at [1] does not fit in int64")
+  f = write_jsonl("wide3.jsonl", {}, {'{"n": [1.5, 18446744073709551615]}'})
+  T.eq(bv.data.source({name = "bv:jsonl", fname = f}):example(1).n:dtype(), "float32")
+  -- integers past 2^53 stay exact (not through a double)
+  f = write_jsonl("exact.jsonl", {}, {'{"n": [9007199254740993, 1]}'})
+  T.eq(bv.data.source({name = "bv:jsonl", fname = f}):example(1).n:totable()[1], 9007199254740993)
+  local ragged = {
+    {'{"v": [1, [2]]}', "the element at [1] is a list where the other elements at that depth are numbers"},
+    {'{"v": [[1], 2]}', "the element at [1] is a number where the other elements at that depth are lists"},
+    {'{"v": [[1], [2, 3]]}', "the list at [1] has 2 elements where the first list at that depth has 1"},
+    {'{"v": [[[1], [2]], [[3], 4]]}', "the element at [1][1] is a number where"},
+    {'{"v": [[1, 2], [3, [4]]]}', "the element at [1][1] is a list where"},
+    {'{"v": [[], 1]}', "the element at [1] is a number where"},
+  }
+  for i, case in ipairs(ragged) do
+    f = write_jsonl("ragged" .. i .. ".jsonl", {{v = {1}}}, {case[1]})
+    T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end,
+             "ragged" .. i .. ".jsonl:2 key 'v': ragged nested list: " .. case[2])
+  end
+  f = write_jsonl("rect.jsonl", {}, {'{"v": [[1, 2], [3, 4], [5, 6]], "e": [[], []]}'})
+  local ex = bv.data.source({name = "bv:jsonl", fname = f}):example(1)
+  T.eq(ex.v:shape(), {3, 2}); T.eq(ex.e:shape(), {2, 0})
+end)
+
+T.test("a directory given as a file is named as one", function()
+  bv.fs.mkdirs(tmp .. "/adir")
+  local f = write_jsonl("dir.jsonl", {{image = "adir"}})
+  local cfg = {data = {name = "bv:jsonl", fname = f, fopen_keys = {image = tmp}}, batch_size = 1,
+               pp = "decode"}
+  local msg = T.raises(function() bv.data.inference(cfg, {workers = 1}):next() end,
+                       "dir.jsonl:1 (image: " .. tmp .. "/adir)")
+  T.truthy(msg:find("'" .. tmp .. "/adir' is a directory, not a file", 1, true), msg)
+  T.raises(function() bv.data.source(cfg.data):example(1) end, "is a directory, not a file")
+end)
+
+T.test("skip_errors skips bad JSON-L lines and counts them per source", function()
+  local lines = {}
+  for i = 1, 12 do
+    if i % 4 == 0 then
+      lines[i] = ({"{not json", '{"x": 1e400}', '{"x": [1, [2]]}'})[i // 4]
+    else
+      lines[i] = json.encode({x = i})
+    end
+  end
+  local f = write_jsonl("badlines.jsonl", {}, lines)
+  T.raises(function() bv.data.source({name = "bv:jsonl", fname = f}) end, "badlines.jsonl:4: bad JSON")
+  local src = bv.data.source({name = "bv:jsonl", fname = f}, {skip_errors = true})
+  T.eq(src:size(), 12); T.eq(src:bad_lines(), 3)
+  T.eq(src:example(5).id, "4")  -- ids stay the index among the lines
+  T.raises(function() src:example(4) end, "badlines.jsonl:4: bad JSON")
+  local input = {data = {name = "bv:jsonl", fname = f}, batch_size = 9, skip_errors = true}
+  local it = bv.data.training(input, {workers = 2})
+  local b = it:next()
+  local xs = b.x:totable()
+  table.sort(xs)
+  T.eq(xs, {1, 2, 3, 5, 6, 7, 9, 10, 11})  -- the first epoch: every good line once
+  T.eq(it:skipped(), it:position() - 9)  -- every item taken that is not in the batch
+  it:next()
+  T.eq(it:skipped(), it:position() - 18)
+  T.truthy(it:skipped() >= 3, "the first epoch's 3 bad lines, got " .. it:skipped())
+  T.eq(it:skipped_by_source(), {[f] = it:skipped()})
+  T.truthy(it:last_skipped_error():find("badlines.jsonl:", 1, true), it:last_skipped_error())
+  -- a mixture counts per dataset name
+  local good = write_jsonl("goodlines.jsonl", {{x = 1}, {x = 2}})
+  local mix = {data = {a = 1, b = 1}, batch_size = 8,
+               a = {data = {name = "bv:jsonl", fname = f}, skip_errors = true},
+               b = {data = {name = "bv:jsonl", fname = good}, skip_errors = true}}
+  local mit = bv.data.training(mix, {workers = 1})
+  for _ = 1, 5 do mit:next() end
+  local per = mit:skipped_by_source()
+  T.eq(per.b, 0)
+  T.truthy(per.a > 0 and per.a == mit:skipped(), T.dump(per))
+  -- a run of bad lines still stops at max_consecutive_errors
+  local bad = {}
+  for i = 1, 30 do bad[i] = "{" end
+  local all_bad = write_jsonl("allbadlines.jsonl", {}, bad)
+  local it2 = bv.data.training({data = {name = "bv:jsonl", fname = all_bad}, batch_size = 2,
+                                skip_errors = true}, {workers = 1})
+  T.raises(function() it2:next() end, "more than 20 examples in a row failed")
+end)
+
 T.test("skip_errors skips and counts failing examples, and stops after a run of them", function()
   local mixed = {}
   for i = 1, 12 do mixed[i] = {image = (i % 3 == 0) and "missing.bin" or "a.bin"} end
