@@ -89,15 +89,19 @@ at::Tensor onehot(const at::Tensor& labels, int64_t depth, bool multi, double on
       !at::isFloatingType(labels.scalar_type()) || labels.eq(labels.floor()).all().item<bool>(),
       "onehot: labels must be integers, got ", dtype_name(labels.scalar_type()));
   at::Tensor ids = labels.to(at::kLong);
+  // tf.one_hot gives a label outside [0, depth) an all-`off` row, a target that silently
+  // trains towards no class; bvlua refuses it instead.
+  if (ids.numel() > 0) {
+    at::Tensor flat = ids.flatten();
+    at::Tensor outside = flat.lt(0).logical_or(flat.ge(depth)).nonzero();
+    BV_CHECK(outside.numel() == 0, "onehot: label ", flat[outside[0][0]].item<int64_t>(),
+             " is out of range for depth ", depth, " (labels must be in [0, ", depth, "))");
+  }
   if (ids.dim() > 0 && multi) {
-    BV_CHECK(
-        ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < depth),
-        "onehot: a label is outside [0, ", depth, ") for multi-hot labels ", shape_string(ids));
     at::Tensor hot = at::zeros({depth}, at::kFloat);
     hot.index_fill_(0, ids.flatten(), 1.0);
     return hot * static_cast<float>(on - off) + static_cast<float>(off);
   }
-  // one_hot: ids outside [0, depth) match no column, so their row is all `off`.
   at::Tensor cols = at::arange(depth, at::kLong);
   at::Tensor hit = ids.unsqueeze(-1).eq(cols);
   return at::where(hit, at::scalar_tensor(on, at::kFloat), at::scalar_tensor(off, at::kFloat));

@@ -20,7 +20,8 @@ at::Tensor normalize(const at::Tensor& x, const std::vector<double>& mean,
                      const std::vector<double>& std);
 
 // big_vision's onehot: int labels -> float32. A rank>0 label with `multi` is a multi-hot vector
-// of size depth; otherwise one_hot (out-of-range ids give all `off`).
+// of size depth; otherwise one_hot. A label outside [0, depth) is an error (tf.one_hot would give
+// it an all-`off` row).
 at::Tensor onehot(const at::Tensor& labels, int64_t depth, bool multi, double on, double off);
 
 // Pads x with pad_value up to `shape` (-1 = leave that dimension); where is after|before|both.

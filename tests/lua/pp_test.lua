@@ -225,7 +225,13 @@ T.test("onehot", function()
   T.truthy(sm:allclose(bv.tensor({{.1, .1, .8, .1}, {.1, .1, .1, .8}, {.8, .1, .1, .1}})))
   local mh = pp.build('onehot(4, "labels", multi=True, on=0.8, off=0.1)')({labels = three}).labels
   T.truthy(mh:allclose(bv.tensor({.8, .1, .8, .8})))
-  T.eq(oh('onehot(3)', bv.tensor(7)), {0.0, 0.0, 0.0})  -- out of range: all off
+  -- out of range: an error naming the label and the depth (tf.one_hot would give all off)
+  T.raises(function() oh('onehot(3)', bv.tensor(7)) end, "label 7 is out of range for depth 3")
+  T.raises(function() oh('onehot(3)', -1) end, "label -1 is out of range for depth 3")
+  T.raises(function() oh('onehot(3, multi=False)', bv.tensor({0, 2, 5})) end,
+           "label 5 is out of range for depth 3")
+  T.raises(function() oh('onehot(3, multi=True)', bv.tensor({0, 3})) end,
+           "label 3 is out of range for depth 3")
   local r = pp.build('onehot(3, key="label", key_result="labels")')({label = 1})
   T.eq(vals(r.labels), {0.0, 1.0, 0.0})
   T.eq(r.label, 1)

@@ -32,7 +32,8 @@ register("onehot", function(a)
     return data
   end
 end, "onehot(depth, key='labels', key_result=None, multi=True, on=1.0, off=0.0): "
-  .. "one-hot (or multi-hot) float32 labels")
+  .. "one-hot (or multi-hot) float32 labels. A label outside [0, depth) is an error naming it "
+  .. "and the depth (unlike big_vision, whose tf.one_hot makes it an all-off row)")
 
 register("keep", function(a)
   local keys = a.keys
