@@ -224,6 +224,32 @@ function Model:_load_parts(params, inits, opts)
   return out, report
 end
 
+-- Nothing of a whole checkpoint matched the model: when the model's names sit under one of the
+-- file's top-level folders (a two-tower SigLIP file's img/ and txt/), name the ":img" to use.
+local function suggest_subtree(init, loaded, params)
+  local folders = {}
+  for name in pairs(loaded) do
+    local top = name:match("^([^/]+)/")
+    if top then folders[top] = (folders[top] or 0) end
+  end
+  local best, best_n, total = nil, 0, 0
+  for _ in pairs(params) do total = total + 1 end
+  for top in pairs(folders) do
+    local n = 0
+    for name in pairs(params) do
+      if loaded[top .. "/" .. name] then n = n + 1 end
+    end
+    if n > best_n then best, best_n = top, n end
+  end
+  if not best then return end
+  local names = {}
+  for top in pairs(folders) do names[#names + 1] = top .. "/" end
+  table.sort(names)
+  error(string.format("model_init '%s': none of the model's parameters is in the file, whose "
+    .. "names sit under %s; %d of its %d are under '%s/': use '%s:%s'", init,
+    table.concat(names, ", "), best_n, total, best, init, best), 0)
+end
+
 -- Loads `init` (a path, "path.npz:subtree", or a vanity name) over `params` (the model's fresh
 -- parameters, which give the names and shapes wanted). opts: dont_load = {regex, ...} keeps
 -- those from `params`; allow_missing / allow_unused turn the report into a warning.
@@ -234,6 +260,10 @@ function Model:load(params, init, opts)
   opts = opts or {}
   if type(init) == "table" then return self:_load_parts(params, init, opts) end
   local path, prefix = split_init(init)
+  if not bv.fs.exists(path) then
+    error(string.format("model_init '%s': no such file %s%s", init, path,
+      path:sub(1, 1) == "/" and "" or " (relative to the current directory)"), 0)
+  end
   local loaded = bv.ckpt.load_npz(path, function(name) return name:sub(1, #prefix) == prefix end)
   if prefix ~= "" then
     local sub = {}
@@ -276,6 +306,7 @@ function Model:load(params, init, opts)
     if params[name] == nil then report.unused[#report.unused + 1] = name end
   end
   for _, k in ipairs({"loaded", "missing", "unused", "resampled"}) do table.sort(report[k]) end
+  if prefix == "" and #report.loaded == 0 then suggest_subtree(init, loaded, params) end
   local function check(list, what, allowed)
     if #list > 0 and not allowed then
       error(string.format("model_init '%s': %d parameter%s %s: %s%s", init, #list,

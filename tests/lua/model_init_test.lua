@@ -57,6 +57,11 @@ T.test("a sub-tree ('path.npz:img') and dont_load", function()
   T.truthy(p["head/kernel"] == fresh["head/kernel"], "dont_load keeps the fresh head")
   T.truthy(p["embedding/kernel"] == src["embedding/kernel"], "the rest comes from img/")
   T.raises(function() m:load(fresh, tmp .. "/b.npz:txt") end, "no parameters under 'txt/'")
+  -- The whole two-tower file, without ':img': the error names the sub-tree to use.
+  T.raises(function() m:load(fresh, tmp .. "/b.npz") end,
+           "model_init '" .. tmp .. "/b.npz': none of the model's parameters is in the file, "
+           .. "whose names sit under img/, llm/; 39 of its 39 are under 'img/': use '"
+           .. tmp .. "/b.npz:img'")
 end)
 
 T.test("missing and unused parameters are errors unless allowed", function()
@@ -112,7 +117,10 @@ T.test("vanity names and missing files", function()
   if not os.getenv("BV_GEMMA_DIR") then
     T.raises(function() vit():load(vit():init(0), "pt_224") end, "BV_GEMMA_DIR is not set")
   end
-  T.raises(function() vit():load(vit():init(0), tmp .. "/nope.npz") end, "nope.npz")
+  T.raises(function() vit():load(vit():init(0), tmp .. "/nope.npz") end,
+           "model_init '" .. tmp .. "/nope.npz': no such file " .. tmp .. "/nope.npz")
+  T.raises(function() vit():load(vit():init(0), "nope/x.npz:img") end,
+           "model_init 'nope/x.npz:img': no such file nope/x.npz (relative to the current directory)")
 end)
 
 T.test("{img = ..., llm = ...}: each part from its own file", function()
