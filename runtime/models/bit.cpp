@@ -38,9 +38,15 @@ BitConfig parse_config(const json& cfg) {
     c.num_classes = cfg["num_classes"].get<int64_t>();
   }
   if (cfg.contains("width")) {
-    BV_CHECK(cfg["width"].is_number() && cfg["width"].get<double>() > 0, "bit: bad width");
+    BV_CHECK(cfg["width"].is_number() && cfg["width"].get<double>() > 0,
+             "bit: width must be a positive number, got ", cfg["width"].dump());
     c.width = cfg["width"].get<double>();
   }
+  // Every GroupNorm has 32 groups, and every stage's channels are the root's times 2^k.
+  BV_CHECK(c.root_width() >= 32 && c.root_width() % 32 == 0, "bit: width ", c.width,
+           " gives the root conv int(64 * width) = ", c.root_width(),
+           " channels, which GroupNorm's 32 groups must divide: use a width that makes 64 * width"
+           " a multiple of 32 (0.5, 1, 1.5, 2, ...)");
   json depth = cfg.contains("depth") ? cfg["depth"] : json(50);
   if (depth.is_array()) {
     for (const auto& d : depth) c.blocks.push_back(d.get<int64_t>());

@@ -125,6 +125,11 @@ T.test("BiT: R50x1 count, shapes, outputs", function()
   T.eq(out.stem:shape(), {2, 9, 8, 32})       -- SAME: ceil(33/2)=17 -> ceil(17/2)=9
   T.eq(out.stage2:shape(), {2, 5, 4, 256})
   T.raises(function() bv.models.build("bit", {depth = 34}) end, "unknown depth 34")
+  T.raises(function() bv.models.build("bit", {depth = 26, width = 0.3}) end,
+           "bit: width 0.3 gives the root conv int(64 * width) = 19 channels, which GroupNorm's "
+           .. "32 groups must divide")
+  T.raises(function() bv.models.build("bit", {depth = 26, width = "1"}) end,
+           "bit: width must be a positive number, got \"1\"")
 end)
 
 T.test("BiT keeps conv kernels in OIHW memory; relayout puts loaded ones back", function()
