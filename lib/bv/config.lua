@@ -389,8 +389,9 @@ local function coerce_table(text, flag)
   end
   if ok and type(v) == "table" then return v end
   local why = ok and ("it reads as a " .. (v == nil and "None/nil" or type(v))) or v
+  local shown = #text > 200 and (text:sub(1, 200) .. "...") or text
   error(string.format('%s: expected a table (a Python or Lua literal such as [1, 2] or '
-    .. "{'a': 1}), got \"%s\" (%s)", flag, text, why), 0)
+    .. "{'a': 1}), got \"%s\" (%s)", flag, shown, why), 0)
 end
 
 local function coerce(cur, text, flag)

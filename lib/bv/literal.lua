@@ -38,6 +38,18 @@ end
 
 local parse_value -- forward declaration: containers recurse into it
 
+-- Containers nest at most this deep (as JSON does in core/json_util.h): deeper input, such as a
+-- command line of 100,000 '[', is an error naming the position, not a Lua stack overflow.
+M.MAX_DEPTH = 256
+local depth = 0  -- containers open around the current position; M.parse_at resets it
+
+local function enter(s, pos)
+  depth = depth + 1
+  if depth > M.MAX_DEPTH then
+    fail(s, pos, "nested deeper than " .. M.MAX_DEPTH .. " levels")
+  end
+end
+
 local function parse_number(s, pos)
   local hex = s:match("^[+-]?0[xX]%x+", pos)
   local text = hex
@@ -101,6 +113,7 @@ local function parse_items(s, pos, close, item, seps)
 end
 
 local function parse_list(s, pos)
+  enter(s, pos)
   local list = {}
   local next_pos = parse_items(s, pos + 1, "]", function(p)
     local v
@@ -108,11 +121,13 @@ local function parse_list(s, pos)
     list[#list + 1] = v
     return p
   end, ",")
+  depth = depth - 1
   return list, next_pos
 end
 
 -- (x) is just x; (x,) and (x, y) are tuples; () is an empty tuple.
 local function parse_paren(s, pos)
+  enter(s, pos)
   local items, saw_comma = {}, false
   local p = skip_ws(s, pos + 1)
   while s:sub(p, p) ~= ")" do
@@ -127,14 +142,19 @@ local function parse_paren(s, pos)
       fail(s, p, "expected ',' or ')'")
     end
   end
+  depth = depth - 1
   if #items == 1 and not saw_comma then return items[1], p + 1 end
   return items, p + 1
 end
 
--- A Lua `[key] =` field? Returns the key and the position after '=' if so.
+-- A Lua `[key] =` field? Returns the key and the position after '=' if so. The key is parsed
+-- as a list's first item would be, so an error in it is the list's error too (catching it and
+-- parsing again as a list would double the work at every level of nesting).
 local function lua_bracket_key(s, pos)
-  local ok, key, p = pcall(parse_value, s, skip_ws(s, pos + 1))
-  if not ok then return nil end
+  local p = skip_ws(s, pos + 1)
+  if s:sub(p, p) == "]" then return nil end
+  local key
+  key, p = parse_value(s, p)
   p = skip_ws(s, p)
   if s:sub(p, p) ~= "]" then return nil end
   p = skip_ws(s, p + 1)
@@ -144,6 +164,7 @@ end
 
 -- '{' opens a Python dict ({'a': 1}) or a Lua constructor ({1, 2}, {a = 1, ["b"] = 2}).
 local function parse_brace(s, pos)
+  enter(s, pos)
   local t, n, dict_style, positional = {}, 0, false, false
   local function store(key, value, at)
     if key == M.null then fail(s, at, "None/nil cannot be a key") end
@@ -183,6 +204,7 @@ local function parse_brace(s, pos)
     t[n] = v
     return vp
   end, ",;")
+  depth = depth - 1
   return t, next_pos
 end
 
@@ -212,6 +234,7 @@ function M.parse_at(s, pos)
   if type(s) ~= "string" then
     error("literal.parse_at: expected a string, got " .. type(s), 2)
   end
+  depth = 0
   local v, p = parse_value(s, pos or 1)
   return v, skip_ws(s, p)
 end

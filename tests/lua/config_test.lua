@@ -188,6 +188,15 @@ T.test("override tables take Python or Lua literals", function()
   T.raises(function() config.override(cfg, "model", "depth") end, "unknown name 'depth'")
 end)
 
+T.test("override: deeply nested tables are an error naming the position", function()
+  local cfg = sample()
+  local msg = T.raises(function() config.override(cfg, "sizes", string.rep("[", 100000)) end,
+                       "--config.sizes: expected a table")
+  T.truthy(msg:find("nested deeper than 256 levels at position 257", 1, true), msg)
+  T.truthy(#msg < 1000, "message of " .. #msg .. " bytes")
+  T.eq(cfg.sizes, sample().sizes)
+end)
+
 T.test("override conversion errors name the flag, the text and the type", function()
   local cfg = sample()
   T.raises(function() config.override(cfg, "lr", "abc") end,

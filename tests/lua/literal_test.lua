@@ -91,6 +91,26 @@ T.test("trailing text is an error; blanks are fine", function()
   T.raises(function() parse(3) end, "expected a string, got number")
 end)
 
+T.test("deep nesting is an error naming the depth and position, not a stack overflow", function()
+  local ok_deep = string.rep("[", literal.MAX_DEPTH) .. string.rep("]", literal.MAX_DEPTH)
+  T.eq(#parse(ok_deep), 1)
+  local msg = T.raises(function() parse(string.rep("[", 100000)) end,
+                       "literal: nested deeper than 256 levels at position 257")
+  T.truthy(#msg < 400, "the message quotes a bounded part of the input")
+  T.raises(function() parse(string.rep("(", 100000)) end, "nested deeper than 256 levels at position 257")
+  T.raises(function() parse("[" .. string.rep("{'a': ", 300)) end,
+           "nested deeper than 256 levels at position 1532")
+  -- '{[' is a Lua [key] or a list item; a bad key is not parsed again as a list at every level,
+  -- which took time doubling with each level (and a C stack overflow past ~200)
+  T.raises(function() parse(string.rep("{[", 100000)) end, "nested deeper than 256 levels at position 513")
+  T.raises(function() parse(string.rep("{[", 60) .. "x") end, "unknown name 'x'")
+  local key, value = next(parse("{[{[1] = 2}] = 3}"))
+  T.eq(key, {2}); T.eq(value, 3)
+  T.eq(parse("{[]}"), {{}})
+  -- after an error the next parse starts from depth 0 again
+  T.eq(#parse(ok_deep), 1)
+end)
+
 T.test("parse_at reads one argument and says where the next starts", function()
   local s = "resize(224, method='bilinear', size=None)"
   local v, pos = literal.parse_at(s, 8)

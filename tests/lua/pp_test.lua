@@ -71,6 +71,14 @@ end)
 pp.register("test_func1", function(a) return {a.arg1, a.arg2, a.arg3} end,
             "test_func1(arg1, arg2, arg3): returns its arguments")
 
+T.test("deeply nested arguments are an error naming the position, quoting a bounded segment", function()
+  local msg = T.raises(function() pp.build("onehot(3, key=" .. string.rep("[", 100000) .. ")") end,
+                       "pp: bad argument: nested deeper than 256 levels at position 271")
+  T.truthy(#msg < 1000, "message of " .. #msg .. " bytes")
+  msg = T.raises(function() pp.build("decode|" .. string.rep("(", 100000)) end, "expected an op name")
+  T.truthy(#msg < 1000, "message of " .. #msg .. " bytes")
+end)
+
 T.test("register and knows", function()
   T.truthy(pp.knows("test_func1"))
   T.truthy(not pp.knows("test_nothing"))

@@ -28,9 +28,12 @@ local ikok_of = setmetatable({}, {__mode = "k"})  -- factory -> InKeyOutKey defa
 
 local function skip_ws(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
 
+-- A segment as error messages quote it: at most 200 characters.
+local function shown(seg) return #seg > 200 and (seg:sub(1, 200) .. "...") or seg end
+
 -- Returns name, positional args, keyword args. Errors say what is wrong and quote the segment.
 function M.parse_op(seg)
-  local function fail(msg) error(string.format("pp: %s in '%s'", msg, seg), 0) end
+  local function fail(msg) error(string.format("pp: %s in '%s'", msg, shown(seg)), 0) end
   local pos = skip_ws(seg, 1)
   local name, after = seg:match("^([%a_][%w_]*[%w_.]*)()", pos)
   if not name or name:find("%.%.") or name:sub(-1) == "." then fail("expected an op name") end
@@ -209,7 +212,7 @@ function M.lookup(seg)
   local name, args, kwargs = M.parse_op(seg)
   local entry = registry[name]
   if not entry then
-    error(string.format("pp: unknown op '%s' in '%s'", name, seg), 0)
+    error(string.format("pp: unknown op '%s' in '%s'", name, shown(seg)), 0)
   end
   return function(call)
     call = call or {}
@@ -299,11 +302,14 @@ function M.build(spec)
     local ok, op = pcall(function() return M.lookup(seg)({}) end)
     if not ok then
       local msg = tostring(op)
-      if not msg:find("'" .. seg, 1, true) then msg = string.format("pp op '%s': %s", seg, msg) end
+      if not msg:find("'" .. shown(seg), 1, true) then
+        msg = string.format("pp op '%s': %s", shown(seg), msg)
+      end
       error(msg, 0)
     end
     if type(op) ~= "function" then
-      error(string.format("pp op '%s': its factory returned a %s, not a function", seg, type(op)), 0)
+      error(string.format("pp op '%s': its factory returned a %s, not a function", shown(seg),
+                          type(op)), 0)
     end
     ops[i] = op
   end
@@ -313,7 +319,7 @@ function M.build(spec)
     end
     for i = 1, #ops do
       local ok, out = pcall(ops[i], data, rng)
-      if not ok then error(string.format("pp op '%s': %s", segs[i], tostring(out)), 0) end
+      if not ok then error(string.format("pp op '%s': %s", shown(segs[i]), tostring(out)), 0) end
       if out ~= nil then
         if type(out) ~= "table" then
           error(string.format("pp op '%s' returned a %s, not an example table", segs[i], type(out)), 0)
