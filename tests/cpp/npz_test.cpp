@@ -441,6 +441,10 @@ TEST_CASE("npz: broken zip structures are clear errors", "[npz]") {
     b.replace(end + 20, 2, le(5, 2));  // comment length past the end
     CHECK(contains(load_error(b), "no ZIP end-of-central-directory"));
     CHECK(contains(load_error(std::string(300, 'x') + "PK\x05\x06"), "no ZIP end-of-central"));
+    // A central directory size past the file is refused before anything that size is read.
+    b = good;
+    b.replace(end + 12, 4, le(0xFFFFFF00, 4));
+    CHECK(contains(load_error(b), "4294967040 bytes) does not end where the end record starts"));
   }
   SECTION("local header offset beyond the end of the file") {
     std::string b = good;
