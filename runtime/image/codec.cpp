@@ -183,8 +183,12 @@ at::Tensor decode_jpeg(const std::string& bytes, int channels, bool precise, int
   if (channels == 0) channels = hd.own_channels();
   auto u8 = at::TensorOptions().dtype(at::kByte);
 
+  // Zeros, not empty: a corrupt stream that libjpeg only warns about (accepted above, as TF
+  // does) may end before every row is written, and the rows left would be whatever the memory
+  // held, a different image on each decode (found by tests/fuzz/image_fuzz); zeroed, they are
+  // black, the same every time.
   if (hd.cmyk()) {  // libjpeg cannot convert CMYK to RGB itself
-    at::Tensor cmyk = at::empty({hd.height, hd.width, 4}, u8);
+    at::Tensor cmyk = at::zeros({hd.height, hd.width, 4}, u8);
     jpeg_decompress(op, tj, bytes, hd, TJPF_CMYK, precise, cmyk.data_ptr<uint8_t>());
     at::Tensor rgb = at::empty({hd.height, hd.width, 3}, u8);
     cmyk_to_rgb(cmyk.data_ptr<uint8_t>(), rgb.data_ptr<uint8_t>(), int64_t{hd.height} * hd.width,
@@ -199,7 +203,7 @@ at::Tensor decode_jpeg(const std::string& bytes, int channels, bool precise, int
   // is grey plus a column of 255.
   bool grey = channels <= 2;
   int pixel_format = grey ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_RGBA;
-  at::Tensor img = at::empty({hd.height, hd.width, grey ? 1 : channels}, u8);
+  at::Tensor img = at::zeros({hd.height, hd.width, grey ? 1 : channels}, u8);
   jpeg_decompress(op, tj, bytes, hd, pixel_format, precise, img.data_ptr<uint8_t>());
   return channels == 2 ? add_alpha(img) : img;
 }
