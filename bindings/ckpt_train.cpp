@@ -1,8 +1,11 @@
 // bv.ckpt training checkpoints and safetensors files:
 //   bv.ckpt.save(workdir, step, tensors, state [, {keep = bool}]) -> {warning, ...}
 //   bv.ckpt.load(workdir) -> nil | {step=, tensors={name=tensor}, state={...}, path=, warning=,
-//                                   keep=}
+//                                   keep=, version=}
 //   bv.ckpt.list(workdir) -> {steps...}
+//   bv.ckpt.sync_file(path)                 fsync: on disk before a checkpoint depending on it
+//   bv.ckpt.write_durable(path, data)       PATH.tmp-<pid>, fsync, rename over PATH, fsync dir
+// (the last two are for files that must agree with the checkpoints: the metrics file)
 //   bv.ckpt.save_safetensors(path, tensors [, metadata])
 //   bv.ckpt.load_safetensors(path) -> tensors, metadata
 //   bv.ckpt.safetensors_header(path) -> {metadata=, tensors={{name=, dtype=, shape=}, ...}}
@@ -144,7 +147,22 @@ int ckpt_load(lua_State* L) {
   }
   lua_pushboolean(L, loaded->keep);
   lua_setfield(L, result, "keep");
+  lua_pushinteger(L, loaded->version);
+  lua_setfield(L, result, "version");
   return 1;
+}
+
+int ckpt_sync_file(lua_State* L) {
+  ckpt::sync_file(luaL_checkstring(L, 1));
+  return 0;
+}
+
+int ckpt_write_durable(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  size_t n = 0;
+  const char* data = luaL_checklstring(L, 2, &n);
+  ckpt::write_file_durable(path, std::string(data, n));
+  return 0;
 }
 
 int ckpt_list(lua_State* L) {
@@ -223,6 +241,8 @@ void open_ckpt_train(lua_State* L, int table) {
       BV_FN("save", ckpt_save),
       BV_FN("load", ckpt_load),
       BV_FN("list", ckpt_list),
+      BV_FN("sync_file", ckpt_sync_file),
+      BV_FN("write_durable", ckpt_write_durable),
       BV_FN("save_safetensors", ckpt_save_safetensors),
       BV_FN("load_safetensors", ckpt_load_safetensors),
       BV_FN("safetensors_header", ckpt_safetensors_header),

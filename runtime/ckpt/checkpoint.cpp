@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_util.h"
 
 namespace bv::ckpt {
 
@@ -26,9 +28,10 @@ using json = nlohmann::json;
 namespace stdfs = std::filesystem;
 
 constexpr const char* kFormat = "bvlua.checkpoint";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: manifest.crc32 covers manifest.json; 1: no such file
 constexpr const char* kTensorsFile = "tensors.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kManifestCrcFile = "manifest.crc32";
 constexpr const char* kLastFile = "LAST";
 // The manifest holds the caller's state (data position, rng, ...): small, but not tiny.
 constexpr uint64_t kMaxManifestBytes = uint64_t(256) << 20;
@@ -55,6 +58,14 @@ std::string crc_hex(uint32_t crc) {
   char buf[9];
   std::snprintf(buf, sizeof buf, "%08x", crc);
   return buf;
+}
+
+uint32_t crc_of(const std::string& bytes) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  if (!bytes.empty()) {
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+  }
+  return static_cast<uint32_t>(crc);
 }
 
 // The pid in "<anything>.tmp-<pid>[.suffix]", or -1.
@@ -139,7 +150,8 @@ void publish(const std::string& tmp, const std::string& final_dir) {
 
 std::optional<json> read_manifest_json(const std::string& dir) {
   try {
-    return json::parse(fs::read_file(join(dir, kManifestFile)));
+    std::string path = join(dir, kManifestFile);
+    return parse_json(fs::read_file(path), path);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -175,9 +187,12 @@ void read_manifest_fields(const json& manifest, const std::string& dir, LoadedCh
   if (manifest.value("format", json()) != kFormat) {
     bad(dir, "manifest.json is not a bvlua checkpoint");
   }
-  if (manifest.value("version", json()) != kVersion) {
-    bad(dir, "unsupported manifest version " + manifest.value("version", json()).dump());
+  json version = manifest.value("version", json());
+  if (version != 1 && version != kVersion) {
+    bad(dir, "unsupported manifest version " + version.dump().substr(0, 64) +
+                 " (this bvlua reads 1 and " + std::to_string(kVersion) + ")");
   }
+  out.version = version.get<int>();
   json step = manifest.value("step", json());
   if (!step.is_number_integer()) bad(dir, "manifest.json has no integer step");
   out.step = step.get<int64_t>();
@@ -193,7 +208,12 @@ void read_manifest_fields(const json& manifest, const std::string& dir, LoadedCh
   }
   want_bytes = entry["bytes"].get<uint64_t>();
   want_crc = entry["crc32"].get<std::string>();
-  out.state_json = manifest.contains("state") ? manifest["state"].dump() : "{}";
+  // The state is where training resumes (data position, rng, clock): without it a resume would
+  // silently start the data over.
+  if (!manifest.contains("state")) {
+    bad(dir, "manifest.json has no \"state\" (data position, rng, ...) to resume from");
+  }
+  out.state_json = manifest["state"].dump();
 }
 
 }  // namespace
@@ -211,12 +231,11 @@ std::vector<std::string> save_checkpoint(
     bool keep) {
   std::vector<std::string> warnings;
   std::string name = checkpoint_dir_name(step);
-  json state;
-  try {
-    state = json::parse(state_json);
-  } catch (const json::exception& e) {
-    fail("save_checkpoint step ", step, ": the state is not valid JSON: ", e.what());
-  }
+  // Bounded as the loader bounds the manifest, which holds the state one level down: nothing is
+  // saved that could not be loaded.
+  json state = parse_json(state_json,
+                          str("save_checkpoint step ", step, ": the state is not valid JSON"),
+                          kMaxJsonDepth - 1);
   fs::mkdirs(workdir);
   remove_stale_tmp(workdir, warnings);
 
@@ -242,9 +261,10 @@ std::vector<std::string> save_checkpoint(
     } catch (const json::exception& e) {
       fail("save_checkpoint step ", step, ": the state is not valid UTF-8 JSON: ", e.what());
     }
-    // Each write fsyncs its file and the tmp directory; the manifest goes last, so a directory
-    // with a manifest always has its tensors.
+    // Each write fsyncs its file and the tmp directory; the manifest goes after the tensors, so a
+    // directory with a manifest always has its tensors, and its checksum last.
     write_file_durable(join(tmp, kManifestFile), text);
+    write_file_durable(join(tmp, kManifestCrcFile), crc_hex(crc_of(text)) + "\n");
     publish(tmp, final_dir);
     sync_dir(workdir);
   } catch (...) {
@@ -263,11 +283,26 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& dir) {
   if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
     bad(dir, str("manifest.json is ", st.st_size, " bytes, over the limit"));
   }
+  std::string text = fs::read_file(manifest_path);
   json manifest;
   try {
-    manifest = json::parse(fs::read_file(manifest_path));
-  } catch (const json::exception& e) {
-    bad(dir, std::string("manifest.json is not valid JSON: ") + e.what());
+    manifest = parse_json(text, "manifest.json is not valid JSON");
+  } catch (const Error& e) {
+    bad(dir, e.what());
+  }
+  // manifest.crc32: required from version 2 on, and checked whenever it is there (so that a
+  // manifest edited down to "version": 1 is caught too).
+  std::string crc_path = join(dir, kManifestCrcFile);
+  bool has_crc = fs::exists(crc_path);
+  if (has_crc) {
+    std::string recorded = fs::read_file(crc_path);
+    size_t end = recorded.find_last_not_of(" \t\r\n");
+    recorded = end == std::string::npos ? "" : recorded.substr(0, end + 1);
+    std::string actual = crc_hex(crc_of(text));
+    if (recorded != actual) {
+      bad(dir, "manifest.json fails its checksum (crc32 " + actual + ", manifest.crc32 says '" +
+                   recorded.substr(0, 16) + "'): the manifest was changed or is corrupt");
+    }
   }
   LoadedCheckpoint out;
   uint64_t want_bytes = 0;
@@ -276,6 +311,15 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& dir) {
     read_manifest_fields(manifest, dir, out, want_bytes, want_crc);
   } catch (const json::exception& e) {
     bad(dir, std::string("manifest.json is malformed: ") + e.what());
+  }
+  if (out.version >= 2 && !has_crc) {
+    bad(dir, "manifest.crc32 is missing (a version-" + std::to_string(out.version) +
+                 " checkpoint records its manifest's checksum there)");
+  }
+  if (out.version == 1 && !has_crc) {
+    out.warning = "checkpoint '" + dir +
+                  "' is a version-1 checkpoint: its manifest (step, data position, rng) has no "
+                  "checksum and was loaded unverified";
   }
   std::string tensors_path = join(dir, kTensorsFile);
   if (::stat(tensors_path.c_str(), &st) != 0) bad(dir, "tensors.safetensors is missing");
@@ -305,60 +349,94 @@ std::vector<int64_t> list_checkpoints(const std::string& workdir) {
   return steps;
 }
 
+void sync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BV_CHECK(fd >= 0, "cannot open '", path, "' to sync it: ", std::strerror(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  BV_CHECK(rc == 0, "cannot sync '", path, "': ", std::strerror(err));
+}
+
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& workdir) {
   if (!fs::is_dir(workdir)) return std::nullopt;
-  std::vector<std::string> problems;
-  std::string last_name;
+  // What LAST says: a checkpoint name, or a problem with LAST itself.
+  std::string last_name, last_problem;
   bool has_last = fs::exists(join(workdir, kLastFile));
   if (has_last) {
     std::string text;
     try {
       text = fs::read_file(join(workdir, kLastFile));
     } catch (const Error& e) {
-      problems.push_back(e.what());
+      last_problem = e.what();
     }
     size_t end = text.find_last_not_of(" \t\r\n");
-    last_name = end == std::string::npos ? "" : text.substr(0, end + 1);
-    if (!parse_dir_name(last_name)) {
-      problems.push_back("LAST holds '" + last_name.substr(0, 64) + "', not a checkpoint name");
-      last_name.clear();
-    } else {
-      try {
-        return load_checkpoint_dir(join(workdir, last_name));
-      } catch (const std::exception& e) {
-        problems.push_back(e.what());
-      }
+    std::string name = end == std::string::npos ? "" : text.substr(0, end + 1);
+    if (last_problem.empty() && !parse_dir_name(name)) {
+      last_problem = "LAST holds '" + name.substr(0, 64) + "', not a checkpoint name";
+    } else if (last_problem.empty()) {
+      last_name = name;
     }
   }
-  // Newest first; every directory, not only those with a manifest, so the error below can name
-  // a directory that is incomplete.
+  // Every ckpt-* directory, newest first, and LAST's target even when it is not there (so that
+  // the error below names it). Not only those with a manifest: the errors name incomplete ones.
   std::vector<std::pair<int64_t, std::string>> candidates;
   std::error_code ec;
   for (const auto& entry : stdfs::directory_iterator(workdir, ec)) {
     std::string name = entry.path().filename().string();
     auto step = parse_dir_name(name);
-    if (step && name != last_name && entry.is_directory(ec)) candidates.emplace_back(*step, name);
+    if (step && (name == last_name || entry.is_directory(ec))) candidates.emplace_back(*step, name);
   }
-  std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& [step, name] : candidates) {
-    try {
-      LoadedCheckpoint out = load_checkpoint_dir(join(workdir, name));
-      out.warning = has_last ? "LAST could not be used (" + problems.front() + "); loaded " + name +
-                                   ", the newest valid checkpoint, instead"
-                             : "no LAST file in '" + workdir + "'; loaded " + name +
-                                   ", the newest valid checkpoint";
-      if (problems.size() > 1) {
-        out.warning += "; also skipped:";
-        for (size_t i = 1; i < problems.size(); ++i) out.warning += " " + problems[i] + ";";
-      }
-      return out;
-    } catch (const std::exception& e) {
-      problems.push_back(e.what());
-    }
+  if (!last_name.empty() && std::none_of(candidates.begin(), candidates.end(),
+                                         [&](const auto& c) { return c.second == last_name; })) {
+    candidates.emplace_back(*parse_dir_name(last_name), last_name);
   }
   if (!has_last && candidates.empty()) return std::nullopt;
+  std::sort(candidates.rbegin(), candidates.rend());
+
+  // The newest that verifies; the newer ones that fail are named in the warning.
+  std::vector<std::string> skipped;
+  std::string last_failure;  // why LAST's target failed, when it was tried
+  for (const auto& [step, name] : candidates) {
+    LoadedCheckpoint out;
+    try {
+      out = load_checkpoint_dir(join(workdir, name));
+    } catch (const std::exception& e) {
+      if (name == last_name) {
+        last_failure = e.what();
+      } else {
+        skipped.push_back(e.what());
+      }
+      continue;
+    }
+    std::vector<std::string> warnings;
+    if (!has_last) {
+      warnings.push_back("no LAST file in '" + workdir + "'; loaded " + name +
+                         ", the newest valid checkpoint");
+    } else if (!last_problem.empty()) {
+      warnings.push_back("LAST could not be used (" + last_problem + "); loaded " + name +
+                         ", the newest valid checkpoint, instead");
+    } else if (!last_failure.empty()) {
+      warnings.push_back("LAST names " + last_name + ", which could not be used (" + last_failure +
+                         "); loaded " + name + ", the newest valid checkpoint, instead");
+    } else if (last_name != name) {
+      warnings.push_back(
+          "LAST in '" + workdir + "' names " + last_name + ", but " + name +
+          " is newer and valid (a run stopped before it updated LAST, or LAST was edited): "
+          "resuming from " +
+          name + ", the newest valid checkpoint; to resume from " + last_name +
+          ", move the newer ckpt-* directories out of the workdir");
+    }
+    for (const auto& problem : skipped) warnings.push_back("skipped " + problem);
+    if (!out.warning.empty()) warnings.push_back(out.warning);
+    out.warning.clear();
+    for (size_t i = 0; i < warnings.size(); ++i) out.warning += (i ? "; " : "") + warnings[i];
+    return out;
+  }
   std::string message = "no valid checkpoint in '" + workdir + "':";
-  for (const auto& p : problems) message += " " + p + ";";
+  if (!last_problem.empty()) message += " " + last_problem + ";";
+  if (!last_failure.empty()) message += " " + last_failure + ";";
+  for (const auto& p : skipped) message += " " + p + ";";
   fail(message);
 }
 

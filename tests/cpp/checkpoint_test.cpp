@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
@@ -371,6 +374,21 @@ void flip_byte(const std::string& path, uint64_t offset) {
 
 std::string ckpt_dir(const TempDir& w, int64_t step) { return w / ck::checkpoint_dir_name(step); }
 
+std::string crc_hex_of(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size()));
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc));
+  return buf;
+}
+
+// Replaces a checkpoint's manifest.json with `text` and manifest.crc32 with its true checksum,
+// so that what the test wrote, not the checksum, is what the loader judges.
+void write_manifest(const std::string& dir, const std::string& text) {
+  write_bytes(dir + "/manifest.json", text);
+  write_bytes(dir + "/manifest.crc32", crc_hex_of(text) + "\n");
+}
+
 // A pid that no process has, for fake leftovers of dead processes.
 long dead_pid() {
   for (long pid = 4000000; pid > 1000; --pid) {
@@ -394,12 +412,16 @@ TEST_CASE("checkpoint round trip, LAST and manifest", "[ckpt][checkpoint]") {
   std::string manifest = read_bytes(ckpt_dir(w, 42) + "/manifest.json");
   CHECK(contains(manifest, "\"crc32\""));
   CHECK(contains(manifest, "\"keep\": false"));
+  CHECK(contains(manifest, "\"version\": 2"));
+  // manifest.crc32: the manifest's own checksum, 8 hex digits and a newline.
+  CHECK(read_bytes(ckpt_dir(w, 42) + "/manifest.crc32") == crc_hex_of(manifest) + "\n");
 
   auto loaded = ck::load_latest_checkpoint(w.path);
   REQUIRE(loaded.has_value());
   CHECK(loaded->step == 42);
   CHECK(loaded->path == ckpt_dir(w, 42));
   CHECK(loaded->warning.empty());
+  CHECK(loaded->version == 2);
   CHECK(loaded->state_json == step_state(42));  // nlohmann's compact dump, keys sorted
   REQUIRE(loaded->tensors.size() == 3);
   for (const auto& [name, t] : step_tensors(42)) {
@@ -444,7 +466,14 @@ TEST_CASE("checkpoint retention: keep marks survive, the rest is replaced", "[ck
   CHECK(steps_of(w.path) == std::vector<int64_t>{2, 4, 6, 7});
   ck::save_checkpoint(w.path, 3, step_tensors(3), step_state(3), false);
   CHECK(steps_of(w.path) == std::vector<int64_t>{2, 3, 4, 6});
-  CHECK(ck::load_latest_checkpoint(w.path)->step == 3);
+  // The kept ckpt-6 is newer and valid: the loader takes it, not LAST's ckpt-3, and says so
+  // (a resume never rewinds silently).
+  loaded = ck::load_latest_checkpoint(w.path);
+  REQUIRE(loaded);
+  CHECK(loaded->step == 6);
+  CHECK(contains(loaded->warning, "LAST in '" + w.path + "' names ckpt-000000003"));
+  CHECK(contains(loaded->warning, "ckpt-000000006 is newer and valid"));
+  CHECK(contains(loaded->warning, "move the newer ckpt-* directories out"));
 }
 
 TEST_CASE("checkpoint fallback when LAST is missing, garbage or points to a broken dir",
@@ -510,8 +539,8 @@ TEST_CASE("checkpoint fallback when LAST is missing, garbage or points to a brok
     CHECK(contains(loaded->warning, "manifest.json is not valid JSON"));
   }
   SECTION("a manifest with wrong types") {
-    write_bytes(ckpt_dir(w, 3) + "/manifest.json",
-                R"({"format":"bvlua.checkpoint","version":1,"step":3,"files":[1]})");
+    write_manifest(ckpt_dir(w, 3),
+                   R"({"format":"bvlua.checkpoint","version":2,"step":3,"files":[1],"state":{}})");
     auto loaded = ck::load_latest_checkpoint(w.path);
     REQUIRE(loaded);
     CHECK(loaded->step == 2);
@@ -594,4 +623,162 @@ TEST_CASE("a failed save leaves the previous checkpoint and LAST alone", "[ckpt]
   REQUIRE(loaded);
   CHECK(loaded->step == 1);
   CHECK(loaded->warning.empty());
+}
+
+// Replaces the first `from` in `text` with `to`; the test fails when `from` is not there.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+TEST_CASE("checkpoint manifests nested too deep are failed checkpoints, not a stack overflow",
+          "[ckpt][checkpoint]") {
+  TempDir w;
+  ck::save_checkpoint(w.path, 1, step_tensors(1), step_state(1), true);
+  ck::save_checkpoint(w.path, 2, step_tensors(2), step_state(2), true);
+  std::string manifest = read_bytes(ckpt_dir(w, 2) + "/manifest.json");
+  // 60,000 levels in the state, with a true checksum: the nesting bound is what refuses it.
+  std::string deep = std::string(60000, '[') + std::string(60000, ']');
+  write_manifest(ckpt_dir(w, 2),
+                 replaced(manifest, "\"state\": {", "\"state\": {\"x\": " + deep + ", "));
+  std::string msg = error_of([&] { ck::load_checkpoint_dir(ckpt_dir(w, 2)); });
+  CHECK(contains(msg, ckpt_dir(w, 2)));
+  CHECK(contains(msg, "nested deeper than 256 levels"));
+  auto loaded = ck::load_latest_checkpoint(w.path);
+  REQUIRE(loaded);
+  CHECK(loaded->step == 1);
+  CHECK(contains(loaded->warning, "nested deeper than 256 levels"));
+  // Retention reads manifests too: a save with the deep one around neither crashes nor deletes it
+  // (it is unreadable, so it may be a kept checkpoint someone can repair).
+  ck::save_checkpoint(w.path, 3, step_tensors(3), step_state(3), false);
+  CHECK(steps_of(w.path) == std::vector<int64_t>{1, 2, 3});
+  // A manifest of 256 levels is fine, 257 are not. The state sits one level down in it: a state
+  // of 255 levels is saved and loads, one of 256 is refused at save (it could not be loaded).
+  std::string ok = "{\"x\":" + std::string(254, '[') + std::string(254, ']') + "}";
+  ck::save_checkpoint(w.path, 4, step_tensors(4), ok, false);
+  auto deepest = ck::load_latest_checkpoint(w.path);
+  REQUIRE(deepest);
+  CHECK(deepest->step == 4);
+  CHECK(deepest->state_json == ok);
+  std::string over = "{\"x\":" + std::string(255, '[') + std::string(255, ']') + "}";
+  CHECK(contains(error_of([&] { ck::save_checkpoint(w.path, 5, step_tensors(5), over, false); }),
+                 "nested deeper than 255 levels"));
+}
+
+TEST_CASE("checkpoint manifests are covered by their own checksum", "[ckpt][checkpoint]") {
+  TempDir w;
+  ck::save_checkpoint(w.path, 1, step_tensors(1), step_state(1), true);
+  ck::save_checkpoint(w.path, 2, step_tensors(2), step_state(2), false);
+  std::string dir = ckpt_dir(w, 2);
+  std::string manifest = read_bytes(dir + "/manifest.json");
+  REQUIRE(contains(manifest, "\"position\": 20"));
+
+  SECTION("a changed data position") {
+    write_bytes(dir + "/manifest.json", replaced(manifest, "\"position\": 20", "\"position\": 0"));
+    std::string msg = error_of([&] { ck::load_checkpoint_dir(dir); });
+    CHECK(contains(msg, "checkpoint '" + dir + "': manifest.json fails its checksum"));
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 1);
+    CHECK(contains(loaded->warning, "ckpt-000000002"));
+    CHECK(contains(loaded->warning, "manifest.json fails its checksum"));
+  }
+  SECTION("a changed step (and its directory renamed to match)") {
+    write_bytes(dir + "/manifest.json", replaced(manifest, "\"step\": 2", "\"step\": 5"));
+    stdfs::rename(dir, ckpt_dir(w, 5));
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(ckpt_dir(w, 5)); }), "checksum"));
+    CHECK(ck::load_latest_checkpoint(w.path)->step == 1);
+  }
+  SECTION("keep flipped") {
+    write_bytes(dir + "/manifest.json", replaced(manifest, "\"keep\": false", "\"keep\": true"));
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(dir); }), "checksum"));
+  }
+  SECTION("the state removed, checksum and all consistent: no state is a failure") {
+    nlohmann::json parsed = nlohmann::json::parse(manifest);
+    REQUIRE(parsed.erase("state") == 1);
+    write_manifest(dir, parsed.dump(2));
+    std::string msg = error_of([&] { ck::load_checkpoint_dir(dir); });
+    CHECK(contains(msg, "manifest.json has no \"state\""));
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 1);
+    CHECK(contains(loaded->warning, "has no \"state\""));
+  }
+  SECTION("manifest.crc32 missing or garbage") {
+    stdfs::remove(dir + "/manifest.crc32");
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(dir); }), "manifest.crc32 is missing"));
+    write_bytes(dir + "/manifest.crc32", "hello\n");
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(dir); }), "manifest.crc32 says 'hello'"));
+  }
+  SECTION("a version-1 checkpoint loads, with a warning that its state is not verified") {
+    stdfs::remove(dir + "/manifest.crc32");
+    write_bytes(dir + "/manifest.json", replaced(manifest, "\"version\": 2", "\"version\": 1"));
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 2);
+    CHECK(loaded->version == 1);
+    CHECK(loaded->state_json == step_state(2));
+    CHECK(contains(loaded->warning, "'" + dir + "' is a version-1 checkpoint"));
+    CHECK(contains(loaded->warning, "loaded unverified"));
+    // Edited down to version 1 with its manifest.crc32 still there: the checksum still applies.
+    write_bytes(dir + "/manifest.crc32", crc_hex_of(manifest) + "\n");
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(dir); }), "checksum"));
+  }
+  SECTION("an unknown version") {
+    write_manifest(dir, replaced(manifest, "\"version\": 2", "\"version\": 3"));
+    CHECK(contains(error_of([&] { ck::load_checkpoint_dir(dir); }),
+                   "unsupported manifest version 3"));
+  }
+}
+
+TEST_CASE("checkpoint LAST naming an older checkpoint than the newest valid one",
+          "[ckpt][checkpoint]") {
+  TempDir w;
+  ck::save_checkpoint(w.path, 1, step_tensors(1), step_state(1), true);
+  ck::save_checkpoint(w.path, 2, step_tensors(2), step_state(2), true);
+
+  SECTION("a save killed after its rename, before LAST: the newer one, with a warning") {
+    write_bytes(w / "LAST", "ckpt-000000001\n");
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 2);
+    CHECK(contains(loaded->warning, "names ckpt-000000001, but ckpt-000000002 is newer and valid"));
+    // The next save makes LAST agree again.
+    ck::save_checkpoint(w.path, 3, step_tensors(3), step_state(3), false);
+    loaded = ck::load_latest_checkpoint(w.path);
+    CHECK(loaded->step == 3);
+    CHECK(loaded->warning.empty());
+  }
+  SECTION("newer directories that fail verification are skipped, each named") {
+    ck::save_checkpoint(w.path, 3, step_tensors(3), step_state(3), true);
+    ck::save_checkpoint(w.path, 4, step_tensors(4), step_state(4), true);
+    write_bytes(w / "LAST", "ckpt-000000002\n");
+    std::string t3 = ckpt_dir(w, 3) + "/tensors.safetensors";
+    flip_byte(t3, stdfs::file_size(t3) - 1);
+    stdfs::remove(ckpt_dir(w, 4) + "/manifest.json");
+    stdfs::create_directory(ckpt_dir(w, 9));  // an empty directory under a checkpoint's name
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 2);
+    CHECK(contains(loaded->warning, "skipped checkpoint '" + ckpt_dir(w, 9) + "': no manifest"));
+    CHECK(contains(loaded->warning, "skipped checkpoint '" + ckpt_dir(w, 4) + "': no manifest"));
+    CHECK(contains(loaded->warning, "skipped checkpoint '" + ckpt_dir(w, 3) +
+                                        "': tensors.safetensors fails its checksum"));
+    CHECK_FALSE(contains(loaded->warning, "LAST"));
+  }
+  SECTION("LAST naming a step that does not exist, older than the newest") {
+    write_bytes(w / "LAST", "ckpt-000000000\n");
+    auto loaded = ck::load_latest_checkpoint(w.path);
+    REQUIRE(loaded);
+    CHECK(loaded->step == 2);
+    CHECK(contains(loaded->warning, "LAST in '" + w.path + "' names ckpt-000000000, but"));
+  }
+}
+
+TEST_CASE("sync_file names the file it cannot sync", "[ckpt][checkpoint]") {
+  TempDir w;
+  write_bytes(w / "m.txt", "line\n");
+  ck::sync_file(w / "m.txt");
+  CHECK(contains(error_of([&] { ck::sync_file(w / "nope.txt"); }), "nope.txt"));
 }

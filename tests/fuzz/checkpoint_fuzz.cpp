@@ -2,9 +2,14 @@
 // WORKDIR/ckpt-000000007/manifest.json, next to a valid tensors.safetensors (a checkpoint of two
 // small tensors saved once per process), and load_checkpoint_dir reads and checks it. A manifest
 // that records the tensors file's true size and CRC-32 (the seeds do) gets as far as loading the
-// tensors; then load_latest_checkpoint goes through LAST to the same directory.
+// tensors; then load_latest_checkpoint goes through LAST to the same directory. manifest.crc32
+// is written with the input's true CRC-32, so that inputs get past the manifest's checksum to
+// the checks behind it (a version-1 input then loads without the unverified-state warning).
+#include <zlib.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
@@ -30,6 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string workdir = make_workdir();
   std::string dir = workdir + "/ckpt-000000007";
   bv::fuzz::write_file(dir + "/manifest.json", data, size);
+  char crc[16];
+  uLong c = crc32_z(crc32_z(0L, Z_NULL, 0), size ? data : Z_NULL, size);
+  int n = std::snprintf(crc, sizeof crc, "%08lx\n", static_cast<unsigned long>(c));
+  bv::fuzz::write_file(dir + "/manifest.crc32", reinterpret_cast<const uint8_t*>(crc),
+                       static_cast<size_t>(n));
   bool loaded = false;
   bv::fuzz::run_parser([&] {
     bv::ckpt::LoadedCheckpoint ck = bv::ckpt::load_checkpoint_dir(dir);
