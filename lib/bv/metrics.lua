@@ -9,6 +9,11 @@
 --   local rows = metrics.read(workdir .. "/big_vision_metrics.txt")
 --   local steps, values = metrics.series(path, "training_loss")
 --
+-- Keeping the file in step with a run's checkpoints (what bv.trainers.utils does):
+--   mw:sync()                              -- the lines written so far are on disk (fsync)
+--   metrics.truncate_after(path, step)     -- resuming from step: later lines moved aside
+--   metrics.set_aside(path, "before")      -- starting from scratch: the old file moved aside
+--
 -- The file is big_vision's: one JSON object per step, written like Python's json.dumps (", " and
 -- ": " separators, keys in the order they were measured, NaN/Infinity for non-finite floats), so
 -- big_vision's notebooks read our files and metrics.read reads theirs.
@@ -216,6 +221,15 @@ function Writer:step_end()
   self._file:flush()
 end
 
+-- Puts the lines written so far on disk (fsync), not only in the kernel's cache: a trainer calls
+-- it before publishing a checkpoint, so that a checkpoint never outlives its step's line.
+function Writer:sync()
+  if self._file then
+    self._file:flush()
+    bv.ckpt.sync_file(self.path)
+  end
+end
+
 -- Writes measurements not yet written (those after the last step_end, e.g. the step-0 evals
 -- of a run with total_steps == 0) and closes the file. big_vision's close() calls step_end
 -- unconditionally and so writes the last step's line a second time; we don't.
@@ -295,6 +309,57 @@ function M.read(path)
   end
   f:close()
   return rows
+end
+
+-- Agreeing with checkpoints -----------------------------------------------------------------
+
+-- PATH.TAG-N with the first N from 1 that is not taken.
+local function free_name(path, tag)
+  local n = 1
+  while bv.fs.exists(string.format("%s.%s-%d", path, tag, n)) do n = n + 1 end
+  return string.format("%s.%s-%d", path, tag, n)
+end
+
+-- Moves the file at `path` aside to PATH.TAG-N (N: the first free one from 1), never deleting
+-- anything. Returns the new path, or nil when there was no file.
+function M.set_aside(path, tag)
+  if not bv.fs.exists(path) then return nil end
+  local aside = free_name(path, tag)
+  local ok, err = os.rename(path, aside)
+  if not ok then error("metrics: cannot move " .. path .. " to " .. aside .. ": " .. err, 2) end
+  return aside
+end
+
+-- Makes the metrics file at `path` agree with a checkpoint of step `step`, for a run resuming
+-- from it: the lines of later steps (written after that checkpoint by a run that was then
+-- interrupted, or abandoned when an older checkpoint was resumed) and lines that are not a JSON
+-- object with a step (cut short by a crash) are moved to PATH.dropped-N, and the file is
+-- rewritten without them (atomically, and durably: rename and fsync). Nothing is changed when
+-- every line is kept. Returns {kept =, dropped =, aside = PATH.dropped-N or nil,
+-- at_step = the number of lines of `step` itself}.
+function M.truncate_after(path, step)
+  local out = {kept = 0, dropped = 0, at_step = 0}
+  if not bv.fs.exists(path) then return out end
+  local kept, dropped = {}, {}
+  for line in bv.fs.read_file(path):gmatch("[^\n]+") do
+    if line:find("%S") then
+      local ok, row = pcall(M.decode_line, line)
+      local s = ok and type(row) == "table" and type(row.step) == "number" and row.step
+      if s and s <= step then
+        kept[#kept + 1] = line
+        if s == step then out.at_step = out.at_step + 1 end
+      else
+        dropped[#dropped + 1] = line
+      end
+    end
+  end
+  out.kept, out.dropped = #kept, #dropped
+  if #dropped == 0 then return out end
+  -- The dropped lines are on disk before the file loses them.
+  out.aside = free_name(path, "dropped")
+  bv.ckpt.write_durable(out.aside, table.concat(dropped, "\n") .. "\n")
+  bv.ckpt.write_durable(path, #kept > 0 and table.concat(kept, "\n") .. "\n" or "")
+  return out
 end
 
 -- The steps and values of one metric: two lists, in file order, for the lines that have it.

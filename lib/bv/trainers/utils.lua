@@ -33,6 +33,8 @@
 --   progress, mw, chrono   the progress line, the metrics writer, the clock (a bv.chrono Chrono)
 --   checkpoint             the checkpoint to resume from (bv.ckpt.load), or nil
 --   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
+--   skip_errors            whether the training data skips bad examples (input.skip_errors, or
+--                          a mixture dataset's): log_training and finish count them
 --   first_batch            the first batch: it tells the model the image size; step_start hands
 --                          it out at the first step
 --   next_batch, data_position   the next step's batch on its way to the device (step_start),
@@ -61,6 +63,20 @@ local M = {}
 -- The metrics file and its log lines (rank 0 writes and prints). Evaluator metrics (under the
 -- prefixes that M.evaluators adds) and eval timings get lines of their own; the training
 -- metrics are on the progress line.
+--
+-- The metrics file agrees with the checkpoints after any interruption: it holds each step's
+-- line exactly once, for the steps up to the checkpoint the run resumes from. The rules:
+--   * a step's line (its training metrics and the evaluations due at that step) is written and
+--     fsynced before that step's checkpoint is published (end_of_step: NaN guard, evals, line,
+--     checkpoint), so a checkpoint never exists without its line;
+--   * resuming from the checkpoint of step S, the lines of steps after S (written by a run that
+--     was interrupted before its next checkpoint, or abandoned for an older checkpoint) are
+--     moved to big_vision_metrics.txt.dropped-N (agree_with_checkpoint), and the run writes them
+--     again as it goes;
+--   * starting from scratch in a workdir that already has a metrics file (no checkpoint: killed
+--     before the first, or the checkpoints deleted), that file is moved to
+--     big_vision_metrics.txt.before-N.
+-- Only rank 0 writes, moves or truncates; nothing is ever deleted.
 local function metrics_writer(workdir, rank)
   local prefixes = {}
   local mw = metrics.writer(workdir, {enabled = rank == 0, print = log.info, show = function(name)
@@ -107,8 +123,9 @@ function M.start(config, workdir, run)
 
   -- Resume first: the data must start where the checkpoint left off.
   local checkpoint = bv.ckpt.load(workdir)
-  if checkpoint and checkpoint.warning then log.note(checkpoint.warning) end
+  if checkpoint and checkpoint.warning then log.warn("%s", checkpoint.warning) end
   state.checkpoint = checkpoint
+  if shard.rank == 0 then M.agree_with_checkpoint(workdir, checkpoint and checkpoint.step) end
 
   state.batch_size = config.input.batch_size
   state.train_iter, state.ntrain = bv.data.training(config.input, {
@@ -121,6 +138,7 @@ function M.start(config, workdir, run)
            state.total_steps * state.batch_size / state.ntrain)
   state.first_batch = state.train_iter:next()
   state.data_position = state.train_iter:position()
+  state.skip_errors = M.skips_errors(config.input)
 
   local function steps(prefix, fallback)
     return chrono.steps(prefix, config, state.ntrain, state.batch_size, state.total_steps,
@@ -136,6 +154,51 @@ function M.start(config, workdir, run)
   state.keep_every = steps("keep_ckpt", 0)
   if state.keep_every == 0 and state.ckpt_every > 0 then state.keep_every = state.total_steps end
   return state
+end
+
+-- Whether an input section skips bad examples: its own skip_errors, or a mixture dataset's.
+function M.skips_errors(input)
+  if input.skip_errors then return true end
+  if type(input.data) == "table" and type(input.data.name) ~= "string" then
+    for name in pairs(input.data) do
+      if type(input[name]) == "table" and input[name].skip_errors then return true end
+    end
+  end
+  return false
+end
+
+-- The examples skip_errors dropped so far, summed over processes (every rank calls it): the
+-- total and {name = count} per dataset of a mixture (nil for one dataset).
+local function skipped_counts(state)
+  local by = state.train_iter:skipped_by_source()
+  local names = {}
+  for name in pairs(by) do names[#names + 1] = name end
+  table.sort(names)
+  local total, per = 0, {}
+  for _, name in ipairs(names) do
+    per[name] = math.tointeger(state.shard:sum(by[name])) or by[name]
+    total = total + per[name]
+  end
+  return total, #names > 1 and per or nil, names
+end
+
+-- Makes WORKDIR's metrics file agree with the checkpoint the run resumes from (its step), or
+-- with starting from scratch (step nil): see metrics_writer above. Says what it moved, where.
+function M.agree_with_checkpoint(workdir, step)
+  local path = workdir .. "/" .. metrics.FILE_NAME
+  if not bv.fs.exists(path) then return end
+  if step == nil then
+    local aside = metrics.set_aside(path, "before")
+    log.warn("starting from scratch, but %s already has %s from an earlier run (and no "
+             .. "checkpoint to resume from): moved it to %s", workdir, metrics.FILE_NAME, aside)
+    return
+  end
+  local r = metrics.truncate_after(path, step)
+  if r.aside then
+    log.note("Resuming from step %d: moved %d line(s) of %s that the checkpoint does not cover "
+             .. "(later steps, or cut short) to %s; those steps are run again", step, r.dropped,
+             metrics.FILE_NAME, r.aside)
+  end
 end
 
 -- A model's parameters moved to the training device in place, one tensor at a time
@@ -373,6 +436,12 @@ function M.log_training(state, step, loss, m, extra_metrics)
   mw:measure("l2_grads", m.l2_grads)
   mw:measure("l2_params", m.l2_params)
   mw:measure("l2_updates", m.l2_updates)
+  if state.skip_errors then
+    -- Since this process started (a resumed run counts again from 0).
+    local total, per, names = skipped_counts(state)
+    mw:measure("skipped_examples", total)
+    for _, name in ipairs(per and names or {}) do mw:measure("skipped_examples/" .. name, per[name]) end
+  end
   state.chrono:tick(step)
   state.logged_step, state.logged_loss = step, loss
 end
@@ -380,10 +449,9 @@ end
 -- big_vision's checkpoint save: params, the optimizer state and the checkpoint_extras, with
 -- the chrono and the data position. Every rank calls it (the optimizer state may be spread
 -- over ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
--- The NaN guard runs first, on this step's loss (every rank has the same).
-local function save_checkpoint(state, params, step, keep, loss)
+-- end_of_step runs the NaN guard and writes the step's metrics line first.
+local function save_checkpoint(state, params, step, keep)
   local shard = state.shard
-  if state.last_checked < step then M.check_finite(state, step, {"training_loss", loss:item()}) end
   state.chrono:pause()
   local opt_state = shard:full_opt_state(state.opt, state.full_spec)
   params = shard:full_params(params)
@@ -401,9 +469,13 @@ local function save_checkpoint(state, params, step, keep, loss)
 end
 
 -- The end of step `step`, the same in every trainer: the progress line (every step on a
--- terminal, the logged steps in a log), a checkpoint when one is due or a stop was asked for
--- (on any rank), then the evaluators that are due. Returns {stopped = step} when the run must
--- end here (the trainer returns it), else nil. loss: the step's, a scalar tensor.
+-- terminal, the logged steps in a log), the evaluators that are due, the step's metrics line,
+-- then a checkpoint when one is due or a stop was asked for (on any rank; a stop skips the
+-- evaluators). The line goes to disk before the checkpoint (see metrics_writer), so the
+-- evaluators of a checkpoint step run before its save; the NaN guard, on this step's loss
+-- (every rank has the same), runs before both, so that no checkpoint holds a run gone bad.
+-- Returns {stopped = step} when the run must end here (the trainer returns it), else nil.
+-- loss: the step's, a scalar tensor.
 function M.end_of_step(state, step, params, loss)
   if state.rank == 0 and (state.logged_step == step or state.progress.tty) then
     -- The loss of the last logged step: reading this step's would be a host sync per step.
@@ -412,26 +484,46 @@ function M.end_of_step(state, step, params, loss)
   end
   local stop = state.shard:stop_requested() or (state.run.stop_after == step and "stop_after")
   local keep = chrono.itstime(step, state.keep_every, state.total_steps, {first = false})
-  if stop or keep or chrono.itstime(step, state.ckpt_every, state.total_steps) then
-    save_checkpoint(state, params, step, keep, loss)
+  local save = stop or keep or chrono.itstime(step, state.ckpt_every, state.total_steps)
+  if save and state.last_checked < step then
+    M.check_finite(state, step, {"training_loss", loss:item()})
+  end
+  if not stop then
+    for _, e in ipairs(state.evals) do
+      if chrono.itstime(step, e.log_steps or 0, state.total_steps, {first = false}) then
+        run_eval(state, e, params, step)
+      end
+    end
+  end
+  state.mw:step_end()
+  if save then
+    state.mw:sync()
+    save_checkpoint(state, params, step, keep)
   end
   if stop then
-    state.mw:step_end()
     state.mw:close()
     state.progress:finish()
     log.note("%s received: saved a checkpoint at step %d and stopped", stop, step)
     return {stopped = step}
   end
-  for _, e in ipairs(state.evals) do
-    if chrono.itstime(step, e.log_steps or 0, state.total_steps, {first = false}) then
-      run_eval(state, e, params, step)
-    end
-  end
-  state.mw:step_end()
 end
 
 -- Training is over: the metrics file closed, the progress line ended, big_vision's last note.
 function M.finish(state)
+  if state.skip_errors then
+    local total, per, names = skipped_counts(state)
+    if total > 0 then
+      local parts = {}
+      for _, name in ipairs(per and names or {}) do
+        parts[#parts + 1] = string.format("%s: %d", name, per[name])
+      end
+      log.note("skip_errors: skipped %d bad training example(s)%s; the last: %s", total,
+               #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "",
+               state.train_iter:last_skipped_error() or "(on another process)")
+    else
+      log.note("skip_errors: no training example was skipped")
+    end
+  end
   state.mw:close()
   state.progress:finish()
   log.note("Done!\n%s", state.chrono:note())
