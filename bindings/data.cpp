@@ -9,7 +9,6 @@
 #include <lua.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -47,9 +46,6 @@ std::shared_ptr<const std::string> read_bytes(const std::string& path, FileCache
     auto it = cache->bytes.find(path);
     if (it != cache->bytes.end()) return it->second;
   }
-  // A directory opens and reads as 0 bytes, which a decoder would call empty image data.
-  std::error_code ec;
-  BV_CHECK(!std::filesystem::is_directory(path, ec), "'", path, "' is a directory, not a file");
   auto data = std::make_shared<const std::string>(fs::read_file(path));
   if (cache) {
     std::lock_guard<std::mutex> lock(cache->mu);

@@ -34,10 +34,13 @@ bool is_dir(const std::string& path) {
 }
 
 std::string read_file(const std::string& path) {
+  // A directory opens as a stream that reads 0 bytes: a decoder would call it empty data.
+  BV_CHECK(!is_dir(path), "'", path, "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   BV_CHECK(in, "cannot open '", path, "': ", std::strerror(errno));
   std::ostringstream out;
-  out << in.rdbuf();
+  if (in.peek() != std::ifstream::traits_type::eof()) out << in.rdbuf();
+  BV_CHECK(!in.bad(), "cannot read '", path, "': ", std::strerror(errno));
   return out.str();
 }
 

@@ -264,6 +264,9 @@ T.test("a directory given as a file is named as one", function()
                        "dir.jsonl:1 (image: " .. tmp .. "/adir)")
   T.truthy(msg:find("'" .. tmp .. "/adir' is a directory, not a file", 1, true), msg)
   T.raises(function() bv.data.source(cfg.data):example(1) end, "is a directory, not a file")
+  -- Every reader of files says so, not "empty image data (0 bytes)".
+  T.raises(function() bv.image.read(tmp .. "/adir") end, "'" .. tmp .. "/adir' is a directory")
+  T.raises(function() bv.fs.read_file(tmp .. "/adir") end, "is a directory, not a file")
 end)
 
 T.test("skip_errors skips bad JSON-L lines and counts them per source", function()
