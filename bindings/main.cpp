@@ -94,6 +94,53 @@ int run_chunk(lua_State* L, const std::string& code) {
   return 0;
 }
 
+// Whether a chunk's source ("@path") is one of bvlua's own library files.
+bool is_bvlua_lib(const char* source) {
+  return source != nullptr && source[0] == '@' && std::strstr(source, "/lib/bv/") != nullptr;
+}
+
+// The message handler of the commands (train, runs, ...): the message without the location of
+// bvlua's own library file that raised it, then the user's own file:line nearest to the error
+// (a config's inline pp op, a trainer file), without the traceback through bvlua's library;
+// BV_TRACEBACK=1 gives the whole traceback.
+int user_error_handler(lua_State* L) {
+  const char* env = std::getenv("BV_TRACEBACK");
+  if (env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0') {
+    return bv::lua::traceback_handler(L);
+  }
+  const char* raw = lua_tostring(L, 1);
+  if (raw == nullptr) return bv::lua::traceback_handler(L);
+  std::string msg = raw;
+  // "/x/lib/bv/evaluators/init.lua:48: message" -> "message".
+  size_t lua_ext = msg.find(".lua:");
+  if (lua_ext != std::string::npos && msg.find("/lib/bv/") < lua_ext && msg.find(' ') > lua_ext) {
+    size_t colon = msg.find(": ", lua_ext + 5);
+    if (colon != std::string::npos && msg.find_first_not_of("0123456789", lua_ext + 5) == colon) {
+      msg = msg.substr(colon + 2);
+    }
+  }
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline <= 0 || ar.source[0] != '@' || is_bvlua_lib(ar.source)) continue;
+    std::string where = std::string(ar.source + 1) + ":" + std::to_string(ar.currentline);
+    if (msg.find(where) == std::string::npos) msg += "\n  in " + where;
+    break;
+  }
+  msg += "\n  (BV_TRACEBACK=1 shows where in bvlua)";
+  lua_pushstring(L, msg.c_str());
+  return 1;
+}
+
+int pcall_user(lua_State* L, int nargs, int nresults) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, user_error_handler);
+  lua_insert(L, base);
+  int status = lua_pcall(L, nargs, nresults, base);
+  lua_remove(L, base);
+  return status;
+}
+
 // Calls require(module).main(args) and returns its integer result as the exit code.
 int run_lua_command(lua_State* L, const char* module, const std::vector<std::string>& args) {
   lua_getglobal(L, "require");
@@ -105,7 +152,7 @@ int run_lua_command(lua_State* L, const char* module, const std::vector<std::str
     lua_pushstring(L, args[i].c_str());
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  if (bv::lua::pcall_traceback(L, 1, 1) != LUA_OK) return report_lua_error(L);
+  if (pcall_user(L, 1, 1) != LUA_OK) return report_lua_error(L);
   return lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
 }
 

@@ -96,6 +96,32 @@ local b = a:matmul(bv.zeros({4, 5}))
 LUA
 run "$BVLUA" run "$TMP/bad.lua"
 expect_rc 1 "C++ error in a script"; expect_in err "bad.lua:2: " "C++ error names file:line"
+# A command's error: the message and the user's own file:line, not the traceback through
+# bvlua's library (BV_TRACEBACK=1 gives it).
+printf 'return {get_config = function()\n  local m = bv.models.build("bit", {depth = 26, width = 0.3})\n  return {}\nend}\n' \
+  >"$TMP/cfg_err.lua"
+run "$BVLUA" train "$TMP/cfg_err.lua" --dry-run
+expect_rc 1 "an error in a config"; expect_in err "bvlua: bit: width 0.3 gives" "the message first"
+expect_in err "  in $TMP/cfg_err.lua:2" "the user's file:line"
+checks=$((checks + 1)); grep -q "stack traceback\|lib/bv/" "$TMP/err" && fail "no traceback through bvlua's library"
+expect_in err "BV_TRACEBACK=1" "how to see the traceback"
+BV_TRACEBACK=1 "$BVLUA" train "$TMP/cfg_err.lua" --dry-run >"$TMP/out" 2>"$TMP/err"
+expect_in err "stack traceback" "BV_TRACEBACK=1 gives the traceback"
+# Resuming a workdir (it holds a checkpoint) with changed values: a NOTE names them and the
+# previous config.json stays beside the new one.
+printf 'return {lr = 0.001, model = {depth = 26}, total_steps = 2}\n' >"$TMP/resume_cfg.lua"
+run "$BVLUA" train "$TMP/resume_cfg.lua" --workdir "$TMP/resumed" --dry-run
+run "$BVLUA" -e "bv.ckpt.save('$TMP/resumed', 1, {['params/w'] = bv.zeros({1})}, {step = 1})"
+run "$BVLUA" train "$TMP/resume_cfg.lua" --workdir "$TMP/resumed" --dry-run --config.lr=0.003 \
+  --config.model.depth=50
+expect_rc 0 "resume with changed overrides"
+expect_in out "differs from the one it was trained with (kept as config.json.1)" "changes noted"
+expect_in out "lr 0.001 -> 0.003" "lr change named"; expect_in out "model.depth 26 -> 50" "nested change"
+checks=$((checks + 1)); grep -q '"lr": 0.001' "$TMP/resumed/config.json.1" || fail "previous config kept"
+run "$BVLUA" train "$TMP/resume_cfg.lua" --workdir "$TMP/resumed" --dry-run --config.lr=0.003 \
+  --config.model.depth=50
+checks=$((checks + 1)); grep -q "differs" "$TMP/out" && fail "the same config again: no note"
+checks=$((checks + 1)); [ -e "$TMP/resumed/config.json.2" ] && fail "the same config again: nothing kept"
 run "$BVLUA" -e 'local x = '
 expect_rc 1 "syntax error"; expect_in err "unexpected symbol" "syntax error message"
 

@@ -435,7 +435,9 @@ local function run_train(argv)
   io.stdout, io.stderr = sink(out), sink(err)
   -- The real bv, with a file system that records instead of writing.
   rawset(_G, "bv", setmetatable({fs = {mkdirs = function(d) dirs[#dirs + 1] = d end,
-                                       write_file = function(p, text) files[p] = text end}},
+                                       write_file = function(p, text) files[p] = text end,
+                                       exists = function(p) return files[p] ~= nil end,
+                                       read_file = function(p) return files[p] end}},
                                 {__index = real_bv}))
   local ok, code = pcall(train.main, argv)
   io.stdout, io.stderr = real_out, real_err

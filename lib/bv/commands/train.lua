@@ -1,6 +1,7 @@
 -- bvlua train: resolve a config (file, ':ARGS', --config.* overrides), save it to the workdir
 -- and run the trainer it names (config.trainer, default "classification").
 local config = require "bv.config"
+local json = require "bv.json"
 local log = require "bv.log"
 
 local M = {}
@@ -83,6 +84,50 @@ function M.find_trainer(name)
   return trainer
 end
 
+-- A config's leaves as {"a.b.c" = JSON text}; lists are leaves.
+local function leaves(v, prefix, out)
+  if type(v) == "table" and next(v) ~= nil and v[1] == nil then
+    for k, x in pairs(v) do leaves(x, prefix == "" and tostring(k) or prefix .. "." .. k, out) end
+  else
+    out[prefix] = json.encode(v)
+  end
+  return out
+end
+
+-- "lr 0.001 -> 0.003", one per key that differs between two config.json texts, sorted.
+function M.config_changes(old_text, new_text)
+  local old, new = leaves(json.decode(old_text), "", {}), leaves(json.decode(new_text), "", {})
+  local keys, changes = {}, {}
+  for k in pairs(old) do keys[#keys + 1] = k end
+  for k in pairs(new) do
+    if old[k] == nil then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    if old[k] ~= new[k] then
+      changes[#changes + 1] = string.format("%s %s -> %s", k, old[k] or "(unset)",
+                                            new[k] or "(unset)")
+    end
+  end
+  return changes
+end
+
+-- Resuming a workdir (it holds a checkpoint) with a config that differs from its config.json:
+-- say which values changed, and keep the previous file beside the new one (config.json.N).
+local function keep_changed_config(fs, workdir, path, text)
+  if not fs.exists(path) or #bv.ckpt.list(workdir) == 0 then return end
+  local old = fs.read_file(path)
+  if old == text then return end
+  local ok, changes = pcall(M.config_changes, old, text)
+  local n = 1
+  while fs.exists(path .. "." .. n) do n = n + 1 end
+  fs.write_file(path .. "." .. n, old)
+  if not ok then changes = {"(the previous config.json is not valid JSON)"} end
+  if #changes == 0 then changes = {"(the same values, written differently)"} end
+  log.note("Resuming %s with a config that differs from the one it was trained with (kept as "
+    .. "config.json.%d):\n  %s", workdir, n, table.concat(changes, "\n  "))
+end
+
 -- Runs `bvlua train` with the words after "train"; returns the process exit code.
 function M.main(argv)
   local opts, err = config.parse_cli(argv or {})
@@ -116,6 +161,7 @@ function M.main(argv)
     local fs = native_fs()
     fs.mkdirs(opts.workdir)
     saved_to = opts.workdir:gsub("/+$", "") .. "/config.json"
+    keep_changed_config(fs, opts.workdir, saved_to, text)
     fs.write_file(saved_to, text)
   end
   if opts.dry_run then
