@@ -114,6 +114,37 @@ function M.inference(cfg, opts)
   return bv._data.pipeline(spec), src:size()
 end
 
+-- A batch's keys as "{image, label}", sorted, without the pipeline's own (_mask).
+function M.keys_str(batch)
+  local keys = {}
+  for k in pairs(batch) do
+    if type(k) ~= "string" or k:sub(1, 1) ~= "_" then keys[#keys + 1] = tostring(k) end
+  end
+  table.sort(keys)
+  return "{" .. table.concat(keys, ", ") .. "}"
+end
+
+-- Fails unless batch[key] is a tensor, with a message that names the batch's keys and who wants
+-- the missing one. opts = {who = "classification trainer", batch = "the training batch" (default
+-- "the batch"), wants = "the loss", fix = how to make the key in the pp}:
+--   classification trainer: the training batch has keys {image, label}, but the loss wants
+--   'labels': make one-hot labels in the train pp: onehot(3, key="label", key_result="labels")
+-- Trainers call it on their first batch, so that a step does no extra work.
+function M.require_key(batch, key, opts)
+  local v = batch[key]
+  if bv.is_tensor(v) then return v end
+  local what = opts.batch or "the batch"
+  local msg
+  if v == nil then
+    msg = string.format("%s: %s has keys %s, but %s wants '%s'", opts.who, what, M.keys_str(batch),
+                        opts.wants, key)
+  else
+    msg = string.format("%s: %s wants '%s' as a tensor, but %s's '%s' is a %s", opts.who,
+                        opts.wants, key, what, key, type(v) == "table" and "list" or type(v))
+  end
+  error(opts.fix and (msg .. ": " .. opts.fix) or msg, 0)
+end
+
 -- Batches bound for a device, copied ahead (big_vision prefetches to the devices): an iterator
 -- over `it`'s batches, still on the host, that starts copying each next batch to `device` on a
 -- side stream (bv.to_device_async) when it hands out the current one. M.on_device(batch) then

@@ -66,6 +66,13 @@ end
 
 local PALIGEMMA = "proj.paligemma.paligemma"
 
+-- batch[key] is a tensor, else an error that lists the batch's keys (a lookup per step).
+local function need(batch, key, wants, fix)
+  if not bv.is_tensor(batch[key]) then
+    bv.data.require_key(batch, key, {who = "loss_and_grads", wants = wants, fix = fix})
+  end
+end
+
 -- One training step's forward, loss and backward (runtime/train/step.cpp), the batch from the
 -- pp: classifiers take {image =, labels =} (one-hot or multi-hot), PaliGemma takes {image =,
 -- text =, mask_ar =, mask_loss =} (the prefix-LM loss). opts = {loss = "sigmoid_xent" |
@@ -75,22 +82,19 @@ local PALIGEMMA = "proj.paligemma.paligemma"
 -- reads it: a host sync, which the trainers do at log steps only), and name -> gradient.
 function Model:loss_and_grads(params, batch, opts)
   opts = opts or {}
-  if type(batch) ~= "table" or not bv.is_tensor(batch.image) then
+  if type(batch) ~= "table" then
     error("loss_and_grads: the batch must be a table with an image tensor", 2)
   end
+  need(batch, "image", "the model", 'keep "image" in the pp')
   if self.name == PALIGEMMA then
     for _, key in ipairs({"text", "mask_ar", "mask_loss"}) do
-      if not bv.is_tensor(batch[key]) then
-        error(string.format("loss_and_grads: PaliGemma's batch needs '%s' (use "
-          .. "bv.paligemma.combine_and_keep_train in the pp)", key), 2)
-      end
+      need(batch, key, "PaliGemma's loss", "use bv.paligemma.combine_and_keep_train in the pp")
     end
     return bv._models.lm_loss_and_grads(self.native, params, batch.image, batch.text,
                                         batch.mask_ar, batch.mask_loss, opts)
   end
-  if not bv.is_tensor(batch.labels) then
-    error("loss_and_grads: the batch needs 'labels' (use onehot(num_classes) in the pp)", 2)
-  end
+  need(batch, "labels", "the loss",
+       'make one-hot labels in the pp: onehot(num_classes, key="label", key_result="labels")')
   return bv._models.loss_and_grads(self.native, params, batch.image, batch.labels, opts)
 end
 

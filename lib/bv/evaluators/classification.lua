@@ -61,8 +61,9 @@ end
 function Evaluator:_batch(params, batch)
   local labels, mask = batch[self.label_key], batch._mask
   if not bv.is_tensor(labels) then
-    error(string.format("classification: the batch has no tensor '%s' (label_key)",
-                        self.label_key), 0)
+    bv.data.require_key(batch, self.label_key, {who = "classification",
+      wants = "label_key", fix = string.format('make one-hot labels in the eval pp: '
+        .. 'onehot(num_classes, key="label", key_result="%s")', self.label_key)})
   end
   batch[self.label_key], batch._mask = nil, nil
   local ids = batch.id

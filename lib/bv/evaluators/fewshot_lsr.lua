@@ -136,7 +136,8 @@ function Evaluator:_representations(params, make_iter)
     if not batch then break end
     local y, mask = batch[self.label_key], batch[self.mask_key]
     if not bv.is_tensor(y) then
-      error("fewshot_lsr: the batch has no tensor '" .. self.label_key .. "' (label_key)", 0)
+      bv.data.require_key(batch, self.label_key, {who = "fewshot_lsr", wants = "label_key",
+                                                  fix = "keep the integer labels in its pp"})
     end
     batch[self.label_key], batch[self.mask_key] = nil, nil
     local results = table.pack(self.predict_fn(params, batch))

@@ -23,6 +23,14 @@ end
 return function(config, workdir, run)
   local state = utils.start(config, workdir, run)  -- processes, clock, metrics file, data
   local shard = state.shard
+  -- The first batch has what the model and the loss take: said now, not inside a step.
+  local who, what = "classification trainer", "the training batch"
+  bv.data.require_key(state.first_batch, "image", {who = who, batch = what, wants = "the model",
+                      fix = 'keep "image" in the train pp (keep("image", "labels"))'})
+  bv.data.require_key(state.first_batch, "labels", {who = who, batch = what,
+    wants = "the loss (" .. (config.loss or "sigmoid_xent") .. ")", fix = string.format(
+      'make one-hot labels in the train pp: onehot(%s, key="label", key_result="labels")'
+      .. '|keep("image", "labels")', tostring(config.num_classes or "num_classes"))})
 
   -- Model: big_vision builds Model(num_classes=config.num_classes, **config.model).
   local model_cfg = copy(config.model)
@@ -46,7 +54,11 @@ return function(config, workdir, run)
   local rng = bv.rng(config.seed or 0)
   params = utils.resume_or_init(state, model, params, opt, {rng = rng})
 
-  utils.evaluators(state, {predict = function(p, batch) return model:apply(p, batch.image) end})
+  utils.evaluators(state, {predict = function(p, batch)
+    local image = batch.image or bv.data.require_key(batch, "image", {who = "evaluation",
+      wants = "the model", fix = 'keep "image" in the evaluator\'s pp'})
+    return model:apply(p, image)
+  end})
   utils.initial_evals(state, params)
 
   local loss_opts = {loss = config.loss or "sigmoid_xent", accum_steps = config.accum_steps,

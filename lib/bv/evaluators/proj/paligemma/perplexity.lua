@@ -21,7 +21,8 @@ function M.new(predict_fn, cfg)
     local logits = predict_fn(params, batch)
     local labels = batch[key]
     if not bv.is_tensor(labels) then
-      error(string.format("perplexity: the batch has no '%s' (key)", key), 0)
+      bv.data.require_key(batch, key, {who = "perplexity", wants = "key",
+        fix = "set key to the tokens' name (\"text\" after combine_and_keep_train)"})
     end
     local weights = (batch.mask_loss or bv.ones(labels:shape())):to("float32")
     if pad_token ~= nil then weights = weights * labels:ne(pad_token):to("float32") end

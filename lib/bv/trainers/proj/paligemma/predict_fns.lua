@@ -26,8 +26,20 @@ local function repeat_rows(t, n)
   return rows(t, index)
 end
 
+-- The eval batch's image and text, or an error naming the batch's keys.
+local function need(batch, who)
+  for _, key in ipairs({"image", "text"}) do
+    if not bv.is_tensor(batch[key]) then
+      bv.data.require_key(batch, key, {who = who, wants = "the model", fix = "end the "
+        .. "evaluator's pp with bv.paligemma.combine_and_keep_eval{text_len = N}, which makes "
+        .. "text from prefix (and suffix) and keeps image"})
+    end
+  end
+end
+
 -- The prompt's parts: the eval pp gives mask_input (big_vision) or input_mask.
 local function prompt(batch)
+  need(batch, "decode")
   local text = batch.text
   local ones = bv.ones(text:shape(), "int64")
   return {image = batch.image, text = text, mask_ar = batch.mask_ar or ones,
@@ -38,6 +50,7 @@ function M.get_all(model)
   local fns = {}
 
   function fns.logits(params, batch)
+    need(batch, "logits")
     local t = batch.text
     local n = t:size(2)
     local logits = model:apply(params, batch.image, t:narrow(2, 1, n - 1),

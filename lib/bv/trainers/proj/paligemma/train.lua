@@ -24,11 +24,12 @@ return function(config, workdir, run)
   if config.mixup then error("paligemma trainer: mixup is not supported (as in big_vision)", 0) end
   local state = utils.start(config, workdir, run)  -- processes, clock, metrics file, data
   local shard = state.shard
+  -- The first batch has what the model and the loss take: said now, not inside a step.
   for _, key in ipairs({"image", "text", "mask_ar", "mask_loss"}) do
-    if not bv.is_tensor(state.first_batch[key]) then
-      error(string.format("paligemma trainer: training batches need '%s' (use "
-        .. "bv.paligemma.combine_and_keep_train in the pp)", key), 0)
-    end
+    bv.data.require_key(state.first_batch, key, {who = "paligemma trainer",
+      batch = "the training batch", wants = key == "image" and "the model" or "the loss",
+      fix = "end the train pp with bv.paligemma.combine_and_keep_train{text_len = N}, which "
+            .. "makes text, mask_ar and mask_loss from prefix and suffix and keeps image"})
   end
 
   -- Model: big_vision builds Model(**config.model); the ViT's image size comes from the data.
