@@ -27,6 +27,12 @@ int fs_is_dir(lua_State* L) {
   return 1;
 }
 
+// bv.fs.cwd() -> the current directory, what relative paths are relative to
+int fs_cwd(lua_State* L) {
+  lua_pushstring(L, fs::current_dir().c_str());
+  return 1;
+}
+
 // bv.fs.list(dir) -> the names in dir, sorted
 int fs_list(lua_State* L) {
   std::vector<std::string> names = fs::list_dir(luaL_checkstring(L, 1));
@@ -62,6 +68,7 @@ void open_fs(lua_State* L) {
       BV_FN("read_file", fs_read_file),
       BV_FN("write_file", fs_write_file),
       BV_FN("list", fs_list),
+      BV_FN("cwd", fs_cwd),
       {nullptr, nullptr},
   };
   luaL_newlib(L, functions);

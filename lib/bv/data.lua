@@ -20,6 +20,7 @@ local PER_PIPELINE = {"shuffle_buffer_size", "cache_raw", "num_parallel_calls", 
                       "post_filter_fn", "pack", "skip_errors"}
 
 -- A source from a big_vision data config: {name = "bv:jsonl", fname = ..., fopen_keys = ...}.
+-- A file it names that does not exist is an error (M.check_path; opts.where: "input.data").
 -- opts.skip_errors: a JSON-L line that is not a valid example is kept as one that fails in the
 -- pipeline (skipped and counted there, see it:skipped()) instead of failing here;
 -- src:bad_lines() counts them.
@@ -27,7 +28,29 @@ function M.source(data_cfg, opts)
   if type(data_cfg) ~= "table" or type(data_cfg.name) ~= "string" then
     error("data: a data config needs a 'name' (e.g. name = \"bv:jsonl\")", 2)
   end
+  M.check_path(data_cfg, opts and opts.where)
   return bv._data.source(data_cfg, {skip_errors = opts and opts.skip_errors and true or false})
+end
+
+-- Fails when a data config's file (bv:jsonl's fname, bv:imagefolder's root) does not exist;
+-- `where` names the config ("input.data", "evals.val.data"). A relative path is relative to the
+-- current directory, which the message names; the lines data set's files say how to draw them
+-- (bv.lines). Trainers check their evaluators' data at the start, not at the first evaluation.
+function M.check_path(data_cfg, where)
+  if type(data_cfg) ~= "table" then return end
+  local key = ({["bv:jsonl"] = "fname", ["bv:imagefolder"] = "root"})[data_cfg.name]
+  local path = key and data_cfg[key]
+  if type(path) ~= "string" or path == "" or bv.fs.exists(path) then return end
+  local msg = string.format("%s: no such %s '%s' (%s)", data_cfg.name,
+                            key == "root" and "directory" or "file", path,
+                            where and (where .. "." .. key) or key)
+  if path:sub(1, 1) ~= "/" then
+    msg = msg .. string.format(": a relative path is relative to the current directory, %s; "
+      .. "run bvlua from the directory it is relative to, or give an absolute path", bv.fs.cwd())
+  end
+  local make = require("bv.lines").how_to_make(path)
+  if make then msg = msg .. ". To draw the lines data set there: " .. make end
+  error(msg, 0)
 end
 
 local function common(opts)
@@ -53,7 +76,7 @@ function M.training(input, opts)
   local spec = common(opts)
   local sources, pps, weights, src_names, total = {}, {}, {}, {}, 0
   if type(input.data.name) == "string" then
-    local src = M.source(input.data, {skip_errors = input.skip_errors})
+    local src = M.source(input.data, {skip_errors = input.skip_errors, where = "input.data"})
     sources[1], pps[1], weights[1] = src, input.pp or "", 1
     src_names[1] = input.data.fname or input.data.root or input.data.name
     total = src:size()
@@ -75,7 +98,8 @@ function M.training(input, opts)
       local sub = input[name]
       if type(sub) ~= "table" then error("data: mixture entry '" .. name .. "' has no input." .. name, 2) end
       if w > 0 then
-        local src = M.source(sub.data, {skip_errors = sub.skip_errors})
+        local src = M.source(sub.data, {skip_errors = sub.skip_errors,
+                                        where = "input." .. name .. ".data"})
         sources[#sources + 1], pps[#pps + 1], weights[#weights + 1] = src, sub.pp or "", w
         src_names[#src_names + 1] = name
         total = total + src:size()

@@ -16,6 +16,27 @@ function M.data(dir, split, stop)
           fopen_keys = {image = dir}, stop = stop}
 end
 
+-- scripts/make_lines.lua, as a path from the current directory when it is below it.
+local function script_path()
+  local script = package.searchpath("bv.lines", package.path):gsub("lib/bv/lines%.lua$",
+                                                                    "scripts/make_lines.lua")
+  local n
+  repeat script, n = script:gsub("/[^/.][^/]*/%.%./", "/", 1) until n == 0  -- build/../scripts
+  local cwd = bv.fs.cwd() .. "/"
+  if script:sub(1, #cwd) == cwd then script = script:sub(#cwd + 1) end
+  return script
+end
+
+-- For a missing data file of the lines data set ({dir}/train.jsonl, val or test, a dir with
+-- "lines" in its name), the command that draws it: "bvlua run scripts/make_lines.lua
+-- data/lines"; nil for other files.
+function M.how_to_make(fname)
+  local dir = fname:match("^(.*)/train%.jsonl$") or fname:match("^(.*)/val%.jsonl$")
+              or fname:match("^(.*)/test%.jsonl$")
+  if not dir or not dir:find("lines") then return nil end
+  return string.format("bvlua run %s %s", script_path(), dir)
+end
+
 -- A config's `prepare` (run once by `bvlua train`, before any data is read): draws the data set
 -- into the directory of the config's training data when its files are missing (about 20 s for
 -- the default 10,000 / 1,000 / 1,000 images). Other files are left alone.
@@ -25,8 +46,7 @@ function M.prepare(c)
     return
   end
   local dir = fname:match("^(.*)/train%.jsonl$")
-  local script = package.searchpath("bv.lines", package.path):gsub("lib/bv/lines%.lua$",
-                                                                    "scripts/make_lines.lua")
+  local script = script_path()
   local cmd = string.format("'%s' run '%s' '%s' 1>&2", bv.dist.executable(), script, dir)
   io.stderr:write("bv.lines: drawing the lines data set into ", dir, "\n")
   if not os.execute(cmd) then error("bv.lines: could not make " .. dir .. " (" .. cmd .. ")", 0) end

@@ -33,6 +33,13 @@ bool is_dir(const std::string& path) {
   return stdfs::is_directory(path, ec);
 }
 
+std::string current_dir() {
+  std::error_code ec;
+  stdfs::path cwd = stdfs::current_path(ec);
+  BV_CHECK(!ec, "cannot read the current directory: ", ec.message());
+  return cwd.string();
+}
+
 std::string read_file(const std::string& path) {
   // A directory opens as a stream that reads 0 bytes: a decoder would call it empty data.
   BV_CHECK(!is_dir(path), "'", path, "' is a directory, not a file");

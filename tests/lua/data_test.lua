@@ -197,7 +197,7 @@ T.test("failure modes name the file and line", function()
   local bad = write_jsonl("bad.jsonl", {{x = 1}}, {"{not json"})
   T.raises(function() bv.data.source({name = "bv:jsonl", fname = bad}) end, "bad.jsonl:2: bad JSON")
   T.raises(function() bv.data.source({name = "bv:jsonl", fname = tmp .. "/none.jsonl"}) end,
-           "cannot open '" .. tmp .. "/none.jsonl'")
+           "bv:jsonl: no such file '" .. tmp .. "/none.jsonl' (fname)")
   T.raises(function() bv.data.source({name = "bv:nope"}) end, "unknown source 'bv:nope'")
   local url = write_jsonl("url.jsonl", {{image = "http://x.org/a.jpg"}})
   T.raises(function()
@@ -378,7 +378,11 @@ T.test("imagefolder: labels by sorted class name", function()
   T.eq(src:size(), 3)
   T.eq(src:example(1).label, 0); T.eq(src:example(1).id, "cat/z.JPG")
   T.eq(src:example(2).label, 1); T.eq(src:example(2).id, "dog/a.png")
-  T.raises(function() bv.data.source({name = "bv:imagefolder", root = tmp .. "/nope"}) end, "is not a directory")
+  T.raises(function() bv.data.source({name = "bv:imagefolder", root = tmp .. "/nope"}) end,
+           "no such directory '" .. tmp .. "/nope' (root)")
+  bv.fs.write_file(tmp .. "/afile", "x")
+  T.raises(function() bv.data.source({name = "bv:imagefolder", root = tmp .. "/afile"}) end,
+           "is not a directory")
 end)
 
 T.run()

@@ -132,6 +132,10 @@ function M.start(config, workdir, run)
     seed = config.seed or 0, config = run.config_file, rank = shard.rank, world = shard.world,
     position = checkpoint and checkpoint.state.data_position or 0,
     pin_memory = state.device ~= "cpu"})  -- bound for a GPU: stacked where it copies from
+  -- The evaluators' data files exist: said now, not at the first evaluation (hours in).
+  for name, e in pairs(type(config.evals) == "table" and config.evals or {}) do
+    if type(e) == "table" then bv.data.check_path(e.data, "evals." .. tostring(name) .. ".data") end
+  end
   state.total_steps = chrono.steps("total", config, state.ntrain, state.batch_size)
   state.progress.total_steps = state.total_steps
   log.note("Running for %d steps, that means %f epochs", state.total_steps,

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `bvlua train` run from another directory than the one a config's relative data path is
+# relative to: the error names the path, the config key, the current directory, and (the lines
+# data set) the command that draws it. Usage: data_paths_test.sh path/to/bvlua
+set -u
+BVLUA=$(realpath "${1:?usage: data_paths_test.sh path/to/bvlua}")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; cat "$TMP/out" 2>/dev/null; exit 1; }
+
+cat >"$TMP/rel.lua" <<'LUA'
+return {get_config = function()
+  return {input = {data = {name = "bv:jsonl", fname = "data/lines/train.jsonl",
+                           fopen_keys = {image = "data/lines"}}, batch_size = 4,
+                   pp = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")'},
+          num_classes = 3, total_steps = 2, log_training_steps = 1, lr = 1e-3,
+          optax_name = "scale_by_adam", model_name = "bit", model = {depth = 26, width = 0.5}}
+end}
+LUA
+mkdir "$TMP/elsewhere"
+cd "$TMP/elsewhere" || fail "cd"
+"$BVLUA" train "$TMP/rel.lua" --workdir "$TMP/w" >"$TMP/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "exit code $rc, want 1"
+grep -qF "bv:jsonl: no such file 'data/lines/train.jsonl' (input.data.fname): a relative path is relative to the current directory, $TMP/elsewhere; run bvlua from the directory it is relative to, or give an absolute path. To draw the lines data set there: bvlua run $ROOT/scripts/make_lines.lua data/lines" "$TMP/out" \
+  || fail "the message"
+grep -q "cannot open" "$TMP/out" && fail "the old message"
+# From the source root the script is named as the README writes it.
+cd "$ROOT" || fail "cd root"
+"$BVLUA" -e "print(require('bv.lines').how_to_make('x/lines/val.jsonl'))" >"$TMP/out" 2>&1
+grep -qx "bvlua run scripts/make_lines.lua x/lines" "$TMP/out" || fail "the relative script"
+echo OK
