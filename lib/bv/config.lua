@@ -147,11 +147,17 @@ end
 -- or, when a bare value must go to the first key, the ordered {{"res", 224}, {"flip", false}}.
 -- {default, "int"|"float"|"string"|"bool"} declares the type explicitly (default may be nil).
 -- Booleans are strict (true/false, any case; "" is false; a bare `flip` is true).
--- opts.lazy keeps undeclared keys, typed by their text, instead of raising.
+-- Blanks around keys and values are dropped: "flip=true, crop=false" sets crop (big_vision
+-- keeps them, so there " crop" is an unknown key; its int() and float() skip them too).
+-- opts.lazy keeps undeclared keys, typed by their text, instead of raising; other unknown keys
+-- are an error that quotes them.
 -- Returns a plain table; keys with a nil default that were not given are absent.
+local function trim(s) return s:match("^%s*(.-)%s*$") end
+
 function M.parse_arg(arg, spec, opts)
   arg = arg or ""
   if type(arg) ~= "string" then error("parse_arg: arg must be a string, got " .. type(arg), 2) end
+  arg = trim(arg)
   local entries, by_name, first = normalize_spec(spec or {})
   -- The shortcut: a lone word without ',' or '=' is a flag name or the first key's value.
   if arg ~= "" and not arg:find("[,=]") then
@@ -168,8 +174,11 @@ function M.parse_arg(arg, spec, opts)
   for piece in arg:gmatch("[^,]+") do
     local k, v = piece:match("^([^=]*)=(.*)$")
     if not k then k, v = piece, "True" end
-    if given[k] == nil then order[#order + 1] = k end
-    given[k] = v -- the last duplicate wins
+    k, v = trim(k), trim(v)
+    if k ~= "" or v ~= "True" then  -- a piece of blanks is an empty piece
+      if given[k] == nil then order[#order + 1] = k end
+      given[k] = v -- the last duplicate wins
+    end
   end
   local out = {}
   for _, e in ipairs(entries) do
@@ -182,10 +191,13 @@ function M.parse_arg(arg, spec, opts)
     if given[k] ~= nil then left[#left + 1] = k end
   end
   if #left > 0 and not (opts and opts.lazy) then
-    local known = {}
+    local known, quoted = {}, {}
     for i, e in ipairs(entries) do known[i] = e.name end
+    for i, k in ipairs(left) do  -- quoted, so that a stray character shows
+      quoted[i] = string.format('"%s"%s', k, require("bv.suggest").did_you_mean(k, known))
+    end
     error(string.format("parse_arg: Unhandled config args remain: %s (known keys: %s)",
-      table.concat(left, ", "), #known > 0 and table.concat(known, ", ") or "none"), 2)
+      table.concat(quoted, ", "), #known > 0 and table.concat(known, ", ") or "none"), 2)
   end
   for _, k in ipairs(left) do out[k] = auto_type(given[k]) end
   return out
@@ -477,6 +489,11 @@ function M.parse_cli(argv)
     return v
   end
   local function set_config(v)
+    if r.config and r.config:find(":.*,$") then  -- "x.lua:flip=true, crop=false" unquoted
+      return string.format('two configs given: "%s" and "%s": the shell splits the config\'s '
+        .. 'arguments at a blank; write them without blanks (%s%s) or quote them', r.config, v,
+        r.config, v)
+    end
     if r.config then return string.format('two configs given: "%s" and "%s"', r.config, v) end
     r.config = v
   end
