@@ -243,6 +243,40 @@ local function in_config_dir(path, fn, ...)
   return fn(...)
 end
 
+-- A file of bvlua's source tree (configs/..., scripts/...), as a path from the current
+-- directory when it is below it; `rel` itself when the tree is not where the library is.
+function M.tree_path(rel)
+  local lib = package.searchpath("bv.config", package.path)
+  local path = lib and lib:gsub("lib/bv/config%.lua$", rel)
+  if not path or not bv.fs.exists(path) then return rel end
+  local n
+  repeat path, n = path:gsub("/[^/.][^/]*/%.%./", "/", 1) until n == 0  -- build/../configs
+  local cwd = bv.fs.cwd() .. "/"
+  if path:sub(1, #cwd) == cwd then path = path:sub(#cwd + 1) end
+  return path
+end
+
+-- The example that shows a Python config translated: the tutorial's lines_resnet.py.
+local EXAMPLE = "configs/lines/resnet.lua"
+
+-- A Python config (big_vision's) given to bvlua: what to write instead. The GPU tutorial's
+-- lines_*.py are configs/lines/*.lua.
+local function python_config(path)
+  local lua = path:gsub("%.py$", ".lua")
+  local tutorial = path:match("lines_(%w+)%.py$")
+  tutorial = tutorial and M.tree_path("configs/lines/" .. tutorial .. ".lua")
+  local near = ""
+  if bv.fs.exists(lua) then
+    near = string.format(' (there is a "%s")', lua)
+  elseif tutorial and bv.fs.exists(tutorial) then
+    near = string.format(": the tutorial's %s is %s", path:match("[^/]*$"), tutorial)
+  end
+  return string.format('config: "%s" is a Python config; bvlua\'s configs are Lua files%s. '
+    .. "To translate one: %s is the GPU tutorial's lines_resnet.py in Lua, and the \"Configs\" "
+    .. "section of %s has a table of Python -> Lua", path, near, M.tree_path(EXAMPLE),
+    M.tree_path("README.md"))
+end
+
 -- "path.lua:ARGS" -> path, ARGS (nil without ':'); the file must be readable.
 local function split_spec(spec_string, level)
   if type(spec_string) ~= "string" or spec_string == "" then
@@ -250,6 +284,7 @@ local function split_spec(spec_string, level)
   end
   local path, arg = spec_string:match("^([^:]*):(.*)$")
   path = path or spec_string
+  if path:match("%.py$") then error(python_config(path), 0) end
   local f, err = io.open(path, "r")
   if not f then
     -- io.open's message starts with the path already.

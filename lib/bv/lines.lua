@@ -18,13 +18,7 @@ end
 
 -- scripts/make_lines.lua, as a path from the current directory when it is below it.
 local function script_path()
-  local script = package.searchpath("bv.lines", package.path):gsub("lib/bv/lines%.lua$",
-                                                                    "scripts/make_lines.lua")
-  local n
-  repeat script, n = script:gsub("/[^/.][^/]*/%.%./", "/", 1) until n == 0  -- build/../scripts
-  local cwd = bv.fs.cwd() .. "/"
-  if script:sub(1, #cwd) == cwd then script = script:sub(#cwd + 1) end
-  return script
+  return require("bv.config").tree_path("scripts/make_lines.lua")
 end
 
 -- For a missing data file of the lines data set ({dir}/train.jsonl, val or test, a dir with

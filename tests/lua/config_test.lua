@@ -330,6 +330,29 @@ T.test("config module mistakes name the file and the key", function()
   os.remove(path)
 end)
 
+T.test("a Python config is refused with the Lua example and the translation table", function()
+  local msg = T.raises(function() config.load("configs/x.py") end,
+    'config: "configs/x.py" is a Python config; bvlua\'s configs are Lua files. To translate '
+    .. "one: configs/lines/resnet.lua is the GPU tutorial's lines_resnet.py in Lua, and the "
+    .. '"Configs" section of README.md has a table of Python -> Lua')
+  T.truthy(not msg:find("syntax error") and not msg:find("cannot read"), msg)
+  T.truthy(bv.fs.exists("configs/lines/resnet.lua"), "the example exists")
+  -- The README section the message names holds the table.
+  local readme = bv.fs.read_file("README.md")
+  local section = readme:match("\n### Configs\n(.-)\n### ")
+  T.truthy(section and section:find("| big_vision (Python) | bvlua (Lua) |", 1, true),
+           "README's Configs section has the table")
+  -- The tutorial's file names map to their translations; a .lua beside the .py is named.
+  T.raises(function() config.load("lines_paligemma.py:freeze_vit") end,
+    "the tutorial's lines_paligemma.py is configs/lines/paligemma.lua.")
+  local tmp = os.tmpname()
+  bv.fs.write_file(tmp .. ".py", "import ml_collections\n")
+  bv.fs.write_file(tmp .. ".lua", "return {}\n")
+  T.raises(function() config.module(tmp .. ".py") end,
+    'is a Python config; bvlua\'s configs are Lua files (there is a "' .. tmp .. '.lua")')
+  os.remove(tmp .. ".py"); os.remove(tmp .. ".lua"); os.remove(tmp)
+end)
+
 T.test("load errors name the file", function()
   local before = package.path
   T.raises(function() config.load(FIXTURES .. "missing.lua:x") end,
