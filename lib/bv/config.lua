@@ -5,9 +5,9 @@
 -- module with get_config and the steps the config declares (prepare, register_pp_ops: see
 -- "Loading" below).
 -- After loading, `--config.a.b=VALUE` overrides replace existing fields, converted to the type
--- the field already has; like big_vision's locked ConfigDict, a key that does not exist cannot
--- be created from the command line. A field holding nil or bv.literal.null has no type to
--- convert to, so it counts as missing: give such fields a real default in the config.
+-- the field already has. A field the config lacks or holds None (bv.null) in can be set when a
+-- component declares it (bv.config_keys), converted to the declared type, as big_vision's
+-- fields that default to None; other keys are an error naming the closest declared one.
 local literal = require "bv.literal"
 local json = require "bv.json"
 
@@ -460,9 +460,85 @@ local function coerce(cur, text, flag)
   return v
 end
 
--- Sets an existing field from command-line text, converted to the field's current type:
--- integer, float, boolean (true/false/1/0/yes/no), string (raw), table (a Python or Lua
--- literal, replacing the whole table). Returns the new value.
+-- A value of declared type `types` ("int", "string|table", ...) from command-line text.
+local WANT = {int = "an integer", float = "a number", bool = "a boolean (true/false/1/0/yes/no)",
+              string = "a string", table = "a table", list = "a list"}
+
+local function coerce_declared(types, text, flag)
+  local alts, tables, wants = {}, false, {}
+  for t in types:gmatch("[^|]+") do
+    alts[#alts + 1] = t
+    wants[#wants + 1] = WANT[t] or t
+    if t == "table" or t == "list" then tables = true end
+  end
+  if tables and (text:match("^%s*[%[{(]") or #alts == 1) then return coerce_table(text, flag) end
+  for _, t in ipairs(alts) do
+    local v
+    if t == "int" then v = to_int(text)
+    elseif t == "float" then v = to_float(text)
+    elseif t == "bool" then v = LOOSE_BOOLS[text:lower()]
+    elseif t == "string" then v = text end
+    if v ~= nil then return v end
+  end
+  error(string.format('%s: expected %s, got "%s"', flag, table.concat(wants, " or "), text), 0)
+end
+
+-- big_vision lets one of PREFIX_steps/_examples/_epochs/_percent be set: setting one removes
+-- the others from table `t`. Returns a note naming what was removed, or nil.
+local function replace_durations(t, decl, name, flag)
+  if not (decl and decl.duration) then return nil end
+  local removed = {}
+  for _, unit in ipairs({"steps", "examples", "epochs", "percent"}) do
+    local other = decl.duration .. "_" .. unit
+    if other ~= name and t[other] ~= nil and t[other] ~= null then
+      removed[#removed + 1] = string.format("%s=%s", other, tostring(t[other]))
+      t[other] = nil
+    end
+  end
+  if #removed == 0 then return nil end
+  return string.format("%s replaces %s (only one %s_* may be set)", flag,
+                       table.concat(removed, ", "), decl.duration)
+end
+
+-- Sets key `segs` that the config lacks (or holds None), as its declaration says
+-- (bv.config_keys); an undeclared key is an error with the closest declared name.
+local function override_declared(cfg, segs, i, text, flag)
+  local config_keys = require "bv.config_keys"
+  local decl, parent = config_keys.lookup(cfg, segs)
+  local so_far = table.concat(segs, ".", 1, i)
+  if not decl then
+    local at = parent.at or i
+    local path = table.concat(segs, ".", 1, at)
+    local why = parent.known and require("bv.suggest").did_you_mean(segs[at], parent.known) or ""
+    if M.get(cfg, path) == null then
+      why = why .. ": its value is null and no component declares its type; give it a default "
+        .. "in the config"
+    end
+    error(string.format('unknown config key "%s" (%s)%s', path, flag, why), 0)
+  end
+  local value = text == "None" and null or coerce_declared(decl.type, text, flag)
+  -- The tables on the way may be missing or None: they become tables.
+  local t = cfg
+  for j = 1, #segs - 1 do
+    local k = slot(t, segs[j])
+    if t[k] == nil or t[k] == null then t[k] = {} end
+    if type(t[k]) ~= "table" then
+      error(string.format('%s: "%s" is a %s, not a table', flag,
+                          table.concat(segs, ".", 1, j), type(t[k])), 0)
+    end
+    t = t[k]
+  end
+  t[segs[#segs]] = value
+  local note = value ~= null and replace_durations(t, decl, segs[#segs], flag) or nil
+  return value, note
+end
+
+-- Sets a field from command-line text. An existing field's value is converted to its current
+-- type: integer, float, boolean (true/false/1/0/yes/no), string (raw), table (a Python or Lua
+-- literal, replacing the whole table). A field the config lacks, or holds None in, can be set
+-- when a component declares it (bv.config_keys): the text is converted to the declared type.
+-- "None" sets bv.null (None). Returns the new value and, when setting one of big_vision's
+-- durations (total_steps, ...) removed another (total_epochs, ...), a note saying so.
 function M.override(cfg, key, text)
   local flag = "--config." .. tostring(key)
   if type(text) ~= "string" then
@@ -473,15 +549,12 @@ function M.override(cfg, key, text)
     local k = slot(t, seg)
     local v = t[k]
     local so_far = table.concat(segs, ".", 1, i)
-    if v == nil then
-      error(string.format('unknown config key "%s" (%s)', so_far, flag), 0)
-    elseif v == null then
-      error(string.format('unknown config key "%s" (%s): its value is null, so there is no '
-        .. "type to convert to; give it a default in the config", so_far, flag), 0)
-    end
+    if v == nil or v == null then return override_declared(cfg, segs, i, text, flag) end
     if i == #segs then
-      t[k] = coerce(v, text, flag)
-      return t[k]
+      t[k] = text == "None" and null or coerce(v, text, flag)
+      local decl = require("bv.config_keys").lookup(cfg, segs)
+      local note = t[k] ~= null and replace_durations(t, decl, segs[#segs], flag) or nil
+      return t[k], note
     end
     if type(v) ~= "table" then
       error(string.format('unknown config key "%s" (%s): "%s" is a %s, not a table',

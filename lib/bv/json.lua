@@ -83,7 +83,10 @@ local function encode_table(t, ctx, path, depth)
   if ctx.open[t] then
     error(string.format("%s: cycle at %s", ctx.what, where(path)), 0)
   end
-  if next(t) == nil then return "{}" end
+  -- pairs, not next: a table may list its entries through __pairs (a config read through a
+  -- proxy, as tests/lua/config_keys_test.lua does).
+  local first, state, init = pairs(t)
+  if first(state, init) == nil then return "{}" end
   ctx.open[t] = true
   local parts, n = {}, array_length(t)
   local inner, outer, colon = "", "", ":"

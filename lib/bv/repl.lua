@@ -277,8 +277,9 @@ bvlua repl: Lua 5.4 with the bv library.
   STATEMENT;    a trailing ';' runs it without printing; `_` is the last value printed
   Tab           completes globals, fields after '.', methods after ':' and file names inside
                 a string; a second Tab lists the candidates
-  ?NAME         the doc of a pp op, model, evaluator, optimizer or Lua function:
-                ?resize  ?vit  ?classification  ?bv.inspect.checkpoint  ?ckpt:diff
+  ?NAME         the doc of a pp op, model, evaluator, optimizer or Lua function, and the
+                config keys it reads (type, default, doc); a key's name, who reads it:
+                ?resize  ?vit  ?classification  ?cosine  ?total_epochs  ?bv:jsonl  ?ckpt:diff
   Ctrl-C        stops the running command (or drops the line being typed); Ctrl-D exits
   history       kept in $BVLUA_HISTORY, else ~/.bvlua_history (BVLUA_HISTORY= for none)
 Checkpoints, read lazily (`bvlua repl FILE.npz` opens one as `ckpt`):
@@ -394,6 +395,13 @@ local function evaluator_doc(topic)
   return string.format("evaluator (evals.*.type) %s: %s", topic, doc or "(no doc)")
 end
 
+-- The config keys a trainer, model, optimizer, schedule, evaluator or data source reads
+-- (bv.config_keys), or the scopes that declare key `topic`.
+local function config_keys_doc(topic)
+  if not topic:match("^[%w_.:]+$") then return nil end
+  return require("bv.config_keys").help(topic)
+end
+
 -- The docs of `topic` from every registry that knows it: pp ops, models, evaluators,
 -- optimizers, and Lua values reachable from the globals.
 function M.help(topic)
@@ -408,13 +416,13 @@ function M.help(topic)
       found[#found + 1] = "model " .. name .. ": " .. (doc ~= "" and doc or "(no doc)")
     end
   end
-  for _, fn in ipairs({evaluator_doc, optimizer_doc, lua_value_doc}) do
+  for _, fn in ipairs({evaluator_doc, optimizer_doc, config_keys_doc, lua_value_doc}) do
     local doc = fn(topic)
     if doc then found[#found + 1] = doc end
   end
   if #found == 0 then
-    return string.format("no doc for '%s': not a pp op, model, evaluator, optimizer or Lua name "
-      .. "(? alone explains the REPL)", topic)
+    return string.format("no doc for '%s': not a pp op, model, evaluator, optimizer, config key "
+      .. "or Lua name (? alone explains the REPL)", topic)
   end
   return table.concat(found, "\n")
 end

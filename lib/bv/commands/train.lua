@@ -1,6 +1,7 @@
 -- bvlua train: resolve a config (file, ':ARGS', --config.* overrides), save it to the workdir
 -- and run the trainer it names (config.trainer, default "classification").
 local config = require "bv.config"
+local config_keys = require "bv.config_keys"
 local json = require "bv.json"
 local log = require "bv.log"
 
@@ -144,10 +145,19 @@ function M.main(argv)
   -- is launched or loaded.
   if opts.backend then bv.dist.backend(opts.backend) end
   local cfg = config.load(opts.config)
-  for _, o in ipairs(opts.overrides) do config.override(cfg, o[1], o[2]) end
+  for _, o in ipairs(opts.overrides) do
+    local _, note = config.override(cfg, o[1], o[2])
+    if note and opts.dry_run then
+      io.stderr:write("NOTE: ", note, "\n")  -- --dry-run's stdout is the config's JSON alone
+    elseif note then
+      log.note("%s", note)
+    end
+  end
+  -- Keys no component reads: typos, mostly (big_vision configs carry extra keys sometimes).
+  for _, w in ipairs(config_keys.unknown(cfg)) do log.warn("%s", w) end
   -- The device, checked before anything is written or launched: a GPU asked for and not there
   -- fails here. (--device wins over config.device; the trainers read run.device.)
-  local device = bv.device(opts.device or cfg.device or "auto")
+  local device = bv.device(opts.device or (cfg.device ~= bv.null and cfg.device) or "auto")
   -- The collectives' backend follows the device: NCCL (auto: when compiled in) for CUDA
   -- tensors, Gloo for host ones (and for the test device, through host copies).
   local backend = opts.backend or (device:match("^cuda") and "auto" or "gloo")
@@ -168,6 +178,8 @@ function M.main(argv)
     io.stdout:write(text)
     return 0
   end
+  -- config.json shows None as null; the trainer gets None as absent (bv.config_keys).
+  cfg = config_keys.without_nulls(cfg)
   local trainer = M.find_trainer(cfg.trainer)
   if opts.nproc and opts.nproc > 1 then return M.launch(argv, opts.nproc) end
   local run = {config_file = opts.config, device = device}

@@ -16,6 +16,14 @@
 local evaluators = require "bv.evaluators"
 local losses = require "bv.losses"
 
+require("bv.config_keys").declare("evaluator:classification", {
+  doc = "top-1 precision and mean loss", include = {"evaluator", "eval_input"}, keys = {
+  {"loss_name", "string", nil, "softmax_xent or sigmoid_xent (required)"},
+  {"label_key", "string", "labels", "the batch key of the labels ([B, C])"},
+  {"outfile", "string", nil, "a JSON list of {id, label, prediction} per example ({workdir}, "
+    .. "{step} filled in)"},
+}})
+
 local M = {}
 
 local Evaluator = {}

@@ -31,6 +31,26 @@
 -- instead. They are computed once per data set per run.
 local evaluators = require "bv.evaluators"
 
+require("bv.config_keys").declare("evaluator:fewshot_lsr", {
+  doc = "few-shot linear regression on the representation", include = {"evaluator"}, keys = {
+  {"datasets", "table", nil, "name -> {train = data, test = data, num_classes = N}"},
+  {"shots", "list", nil, "examples per class, e.g. {1, 5, 10, 25}"},
+  {"l2_reg", "float", nil, "the ridge regularisation"},
+  {"num_seeds", "int", 3, "draws of the training examples"},
+  {"display_first", "list", {}, "{name, shots} pairs whose metric goes under a/"},
+  {"representation_layer", "string", nil, "a path into the predict function's outputs"},
+  {"label_key", "string", "label", "the batch key of integer labels"},
+  {"mask_key", "string", "_mask", "the batch key of real rows"},
+  {"pp_train", "string", nil, "the pp of train parts"},
+  {"pp_eval", "string", nil, "the pp of test parts"},
+  {"batch_size", "int", nil, "default: config.batch_size_eval, then config.input.batch_size"},
+  {"workers", "int", nil, "data worker threads"},
+  {"cache", "string", nil, "accepted, no effect"},
+  {"prefetch", "int", nil, "accepted, no effect"},
+  {"keep_on_cpu", "list", nil, "accepted, no effect"},
+  {"warmup", "bool", nil, "accepted, no effect"},
+}})
+
 local M = {}
 
 local BIAS_CONSTANT = 100.0

@@ -22,6 +22,36 @@ local M = {}
 
 local registry = {}
 
+-- The keys every evaluator's config has (taken off by from_config), and those of its input
+-- pipeline (M.input_pipeline); each type declares its own and includes these (bv.config_keys).
+local config_keys = require "bv.config_keys"
+local eval_keys = {
+  {"type", "string", nil, "the evaluator type (default: the eval's name)"},
+  {"pred", "string", "predict", "which of the trainer's predict functions it calls"},
+  {"pred_kw", "table", nil, "keyword arguments bound to the predict function"},
+  {"prefix", "string", nil, "its metrics' prefix (default: \"NAME/\")"},
+  {"skip_first", "bool", false, "no evaluation at step 0"},
+}
+for _, u in ipairs({{"steps", "int"}, {"examples", "int"}, {"epochs", "float"},
+                    {"percent", "float"}}) do
+  eval_keys[#eval_keys + 1] = {"log_" .. u[1], u[2], nil, "how often it runs, in " .. u[1]
+                               .. "; only one log_* may be set", duration = "log"}
+end
+config_keys.declare("evaluator", {doc = "what every evaluator's config has", keys = eval_keys})
+config_keys.declare("eval_input", {doc = "an evaluator's input pipeline", keys = {
+  {"data", "table", nil, "the source config: {name = \"bv:jsonl\", fname = ...}",
+   scope = function(d) return d and type(d.name) == "string" and "data:" .. d.name or nil end},
+  {"pp_fn", "string", nil, "the pp string (big_vision's name; or pp)"},
+  {"pp", "string", "", "the pp string"},
+  {"batch_size", "int", nil, "default: config.batch_size_eval, then config.input.batch_size"},
+  {"workers", "int", nil, "data worker threads (default: bv.threads())"},
+  {"cache", "string", nil, "none, pipeline, raw_data or final_data: accepted, no effect"},
+  {"prefetch", "int", nil, "accepted, no effect"},
+  {"keep_on_cpu", "list", nil, "accepted, no effect"},
+  {"warmup", "bool", nil, "accepted, no effect"},
+  {"devices", "list", nil, "accepted, no effect"},
+}})
+
 -- Makes `module` (a table with new(predict_fn, cfg)) the evaluator type `type_name`; an
 -- existing registration of that name is replaced.
 function M.register(type_name, module)

@@ -10,6 +10,10 @@
 -- (big_vision's jnp.where), so even a NaN there doesn't matter. Sums are in doubles.
 local evaluators = require "bv.evaluators"
 
+require("bv.config_keys").declare("evaluator:mean", {
+  doc = "the mean of per-example metrics the predict function returns",
+  include = {"evaluator", "eval_input"}})
+
 local M = {}
 
 local Evaluator = {}

@@ -5,7 +5,23 @@
 -- a host sync), then checkpoints and evaluations.
 -- Metrics go to WORKDIR/big_vision_metrics.txt with big_vision's names. What the trainers share
 -- is in bv.trainers.utils, whose header lists the fields of the trainer state.
+local config_keys = require "bv.config_keys"
 local utils = require "bv.trainers.utils"
+
+-- What this trainer reads besides what every trainer does (bv.trainers.utils).
+config_keys.declare("trainer:classification", {
+  doc = "big_vision's train.py: image classification",
+  include = {"trainer"},
+  keys = {
+    {"model_name", "string", nil, "the model (required): vit, bit, proj.image_text.two_towers"},
+    {"model", "table", {}, "the model's options (see model:NAME); num_classes comes from "
+      .. "config.num_classes, vit's image_size from the data",
+      scope = function(_, cfg) return cfg.model_name and "model:" .. cfg.model_name end},
+    {"num_classes", "int", nil, "classes of the model's head"},
+    {"loss", "string", "sigmoid_xent", "the training loss: sigmoid_xent or softmax_xent"},
+    {"mixup", "table", nil, "{p = alpha}: mixup of pairs of examples (p: the Beta parameter)"},
+    {"init_head_bias", "float", nil, "fills head/bias with this (e.g. -10 for sigmoid_xent)"},
+  }})
 
 local function copy(source)
   local out = {}

@@ -57,8 +57,104 @@ local log = require "bv.log"
 local metrics = require "bv.metrics"
 local progress = require "bv.progress"
 local sharding = require "bv.sharding"
+local config_keys = require "bv.config_keys"
 
 local M = {}
+
+-- The config keys every trainer reads (here, in bv.sharding, in bv.data and in the native
+-- optimizer, which gets the whole config): see bv.config_keys.
+local function durations(prefix, what, out)
+  for _, u in ipairs({{"steps", "int"}, {"examples", "int"}, {"epochs", "float"},
+                      {"percent", "float"}}) do
+    if not (prefix == "total" and u[1] == "percent") then
+      out[#out + 1] = {prefix .. "_" .. u[1], u[2], nil, what .. ", in " .. u[1]
+                       .. (u[1] == "percent" and " of total_steps (0..1)" or "")
+                       .. "; only one " .. prefix .. "_* may be set", duration = prefix}
+    end
+  end
+  return out
+end
+
+local function optax_scope(_, cfg) return cfg.optax_name and "optax:" .. cfg.optax_name end
+
+local function schedule_scope(s)
+  if s and s[1] == nil then return "schedule:" .. tostring(s.decay_type or "stair") end
+end
+
+local function data_scope(d)
+  if d and type(d.name) == "string" then return "data:" .. d.name end
+end
+
+local function eval_scope(entry, name) return "evaluator:" .. tostring(entry and entry.type or name) end
+
+local TRAINER_KEYS = durations("total", "how long to train", {})
+for _, k in ipairs({
+  {"input", "table", nil, "the training data: data, pp, batch_size, ...", scope = "input"},
+  {"seed", "int", 0, "seeds the parameters' init, the data order and mixup"},
+  {"lr", "float", nil, "the learning rate (required), the peak of the schedule"},
+  {"wd", "float", 0, "decoupled weight decay, times lr and the schedule"},
+  {"wd_mults", "list", {{".*/kernel$", 1.0}}, "{regex, mult} pairs: which params decay, how much"},
+  {"lr_mults", "list", nil, "{regex, mult} pairs multiplying the learning rate of matching params"},
+  {"schedule", "table|list", {}, "one schedule (decay_type, warmup_steps, ...), or a list of "
+    .. "{regex, schedule} pairs; bv.null as a pair's schedule freezes what it matches",
+    scope = schedule_scope,
+    items = function(item)
+      local s = type(item) == "table" and item[2]
+      if type(s) == "table" and s ~= require("bv.literal").null and s[1] == nil then
+        return s, schedule_scope(s)
+      end
+    end},
+  {"optax_name", "string", nil, "the optimizer (required): big_vision.scale_by_adafactor, "
+    .. "scale_by_adam, big_vision.momentum_hp, big_vision.sgd, scale"},
+  {"optax", "table", {}, "the optimizer's options (see optax:NAME)", scope = optax_scope},
+  {"grad_clip_norm", "float", nil, "clips the gradients' global norm to this"},
+  {"weight_decay_decouple", "bool", true, "false (coupled weight decay) is refused"},
+  {"grad_clip_per_example", "bool", false, "true is refused (not supported)"},
+  {"model_init", "string|table", nil, "parameters to start from: a checkpoint path, a vanity "
+    .. "name (paligemma: pt_224), or {part = path}"},
+  {"model_load", "table", nil, "options of model:load for model_init (e.g. dont_load regexes)"},
+  {"evals", "table", {}, "the evaluators, by name: evals.NAME = {type = ..., ...}",
+    each = eval_scope},
+  {"batch_size_eval", "int", nil, "evaluators' batch size when theirs is not set"},
+  {"batch_size", "int", nil, "evaluators' batch size when neither theirs, batch_size_eval "
+    .. "nor input.batch_size is set"},
+  {"accum_steps", "int", 1, "split each batch into this many passes (gradient accumulation)"},
+  {"autocast", "string", nil, "\"bfloat16\": mixed-precision forward and backward"},
+  {"device", "string", "auto", "what to train on: auto, cpu, cuda, cuda:N (--device wins)"},
+  {"trainer", "string", "classification", "the trainer: classification, "
+    .. "proj.paligemma.train, or a .lua file"},
+  {"mesh", "list", {{"data", -1}}, "the device mesh; only the 1-D data mesh"},
+  {"sharding_strategy", "list", {{".*", "replicate"}}, "{regex, strategy} pairs: replicate, "
+    .. "fsdp(axis=\"data\"), zero1(axis=\"data\")"},
+  {"sharding_rules", "list", nil, "accepted with big_vision's meaning on the data mesh"},
+}) do TRAINER_KEYS[#TRAINER_KEYS + 1] = k end
+durations("log_training", "how often to log training metrics", TRAINER_KEYS)
+durations("ckpt", "how often to save a checkpoint (none without one of them)", TRAINER_KEYS)
+durations("keep_ckpt", "how often a checkpoint is kept for good (default: the last)",
+          TRAINER_KEYS)
+config_keys.declare("trainer", {doc = "what every trainer reads", keys = TRAINER_KEYS})
+
+-- What one dataset's pipeline reads: the top of `input`, or input.NAME in a mixture.
+local PIPELINE_KEYS = {
+  {"data", "table", nil, "the source: {name = \"bv:jsonl\", fname = ...} (a mixture: "
+    .. "{name = weight, ...} with input.NAME for each)", scope = data_scope},
+  {"pp", "string", "", "the preprocessing, a pp string"},
+  {"shuffle_buffer_size", "int", nil, "examples shuffled together"},
+  {"cache_raw", "bool", false, "keep the raw examples in memory"},
+  {"skip_errors", "bool", false, "skip (and count) examples whose pp fails"},
+}
+config_keys.declare("input_dataset", {doc = "one dataset of a mixture", keys = PIPELINE_KEYS})
+config_keys.declare("input", {doc = "the training data (config.input)",
+  include = {"input_dataset"},
+  keys = {
+    {"batch_size", "int", nil, "examples per step, over all processes (required)"},
+    {"prefetch", "int", 2, "batches prepared ahead"},
+  },
+  -- A mixture's datasets: input.NAME for each NAME in input.data.
+  dynamic = function(input, key)
+    local d = input.data
+    if type(d) == "table" and d.name == nil and d[key] ~= nil then return "input_dataset" end
+  end})
 
 -- The metrics file and its log lines (rank 0 writes and prints). Evaluator metrics (under the
 -- prefixes that M.evaluators adds) and eval timings get lines of their own; the training

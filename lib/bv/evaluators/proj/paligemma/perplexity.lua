@@ -10,6 +10,14 @@ local evaluators = require "bv.evaluators"
 local mean = require "bv.evaluators.mean"
 local losses = require "bv.losses"
 
+require("bv.config_keys").declare("evaluator:proj.paligemma.perplexity", {
+  doc = "mean token cross-entropy of pred (usually logits)",
+  include = {"evaluator", "eval_input"}, keys = {
+  {"key", "string", "labels", "the batch key of the target tokens"},
+  {"shift_labels", "bool", false, "drop the first position of labels and weights"},
+  {"pad_token", "int", nil, "labels equal to it do not count"},
+}})
+
 local M = {}
 
 function M.new(predict_fn, cfg)

@@ -6,9 +6,22 @@
 --     with config.label_smoothing; avg_sup_seqlen / max_sup_seqlen are logged as in big_vision;
 --   * predict functions are logits and decode (trainers/proj/paligemma/predict_fns.lua);
 --   * model_init may be a path, a vanity name (pt_224, under $BV_GEMMA_DIR) or {img =, llm =}.
+local config_keys = require "bv.config_keys"
 local json = require "bv.json"
 local utils = require "bv.trainers.utils"
 local predict_fns_mod = require "bv.trainers.proj.paligemma.predict_fns"
+
+-- What this trainer reads besides what every trainer does (bv.trainers.utils).
+config_keys.declare("trainer:proj.paligemma.train", {
+  doc = "big_vision's trainers/proj/paligemma/train.py",
+  include = {"trainer"},
+  keys = {
+    {"model_name", "string", "proj.paligemma.paligemma", "the model"},
+    {"model", "table", {}, "the model's options: img, llm, img_model (see model:NAME)",
+     scope = function(_, cfg) return "model:" .. (cfg.model_name or "proj.paligemma.paligemma") end},
+    {"label_smoothing", "float", 0, "label smoothing of the next-token loss"},
+    {"mixup", "table", nil, "refused: this trainer has no mixup (as big_vision)"},
+  }})
 
 -- Supervised tokens per example (mask_loss on text[:, 1:]), as big_vision logs them: the mean
 -- over every rank's examples and the max of this rank's.

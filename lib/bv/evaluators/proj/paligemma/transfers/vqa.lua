@@ -11,6 +11,17 @@
 local evaluators = require "bv.evaluators"
 local suggest = require "bv.suggest"
 
+require("bv.config_keys").declare("evaluator:proj.paligemma.transfers.vqa", {
+  doc = "decoded answers scored against the ground truth (acc, acc_any, anls)",
+  include = {"evaluator", "eval_input"}, keys = {
+  {"tokenizer", "string|table", nil, "the tokenizer spec (required)"},
+  {"to_lower", "bool", false, "lower-case answers before scoring"},
+  {"outfile", "string", "{workdir}/{split}.json", "the answers as JSON ({workdir}, {split}, "
+    .. "{step} filled in)"},
+  {"out_question_key", "string", "question_id", "the outfile's question field"},
+  {"out_answer_key", "string", "answer", "the outfile's answer field"},
+}})
+
 local M = {}
 
 local Evaluator = {}
