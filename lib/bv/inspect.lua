@@ -11,7 +11,8 @@
 --   run.metrics("val/prec@1")        -- steps, values
 --   run.model()                      -- the model of the config, with the checkpoint's params
 --   run.pp("val")(example)           -- an evaluator's pp function
---   run.predict("cat.png")           -- the model applied to an image file
+--   run.predict("cat.png")           -- the model applied to an image file: {class = 2 (0-based,
+--                                    -- as the data's labels), name =, prob =, top =, ...}
 --
 -- Patterns are Lua patterns found anywhere in a name (string.find), as in bv.ckpt.load_npz.
 -- Tables of tensors print as trees through inspect.tree, which the REPL's printer uses too.
@@ -646,13 +647,30 @@ function M.run(workdir)
     return it:next()
   end)
 
+  -- The class names of a data config, when its data has them (bv:imagefolder: the sorted folder
+  -- names; class id c is names[c + 1]); nil otherwise. Cached per data config.
+  local names_of = {}
+  local function class_names(data)
+    if type(data) ~= "table" or data.name ~= "bv:imagefolder" then return nil end
+    if names_of[data] == nil then
+      local ok, src = pcall(bv.data.source, data)
+      names_of[data] = ok and src:class_names() or false
+    end
+    return names_of[data] or nil
+  end
+
   -- run.predict(image_file [, {eval = name, top = 5}]) -> the model's view of one image file:
   -- the evaluator's pp on {image = the file's bytes} (ops that need other keys, such as the
   -- label's onehot, are skipped and listed), then the model with the checkpoint's params.
+  -- Returns {class =, name =, prob =} of the top class, top = {{class =, name =, prob =}, ...}
+  -- (the `top` best), logits, probs and skipped. Class ids are 0-based, as the data's labels,
+  -- the evaluators' outfiles and big_vision's; name is there when the data has class names
+  -- (bv:imagefolder). (A tensor's argmax is 1-based: logits:argmax(-1) - 1 is the class id.)
   run.predict = bound(run, function(path, opts)
     opts = opts or {}
     local cfg = config()
-    local spec, _, where = pp_spec(cfg, opts.eval)
+    local spec, data, where = pp_spec(cfg, opts.eval)
+    local names = class_names(data)
     local example, skipped = {image = bv.fs.read_file(path)}, {}
     for _, seg in ipairs(bv.pp.segments(spec)) do
       local ok, out = pcall(bv.pp.build(seg), example, bv.rng(0))
@@ -673,15 +691,21 @@ function M.run(workdir)
     for i = 1, #values do order[i] = i end
     table.sort(order, function(a, b) return values[a] > values[b] end)
     local rows = {{"class", cfg.loss == "softmax_xent" and "softmax" or "sigmoid"}}
+    if names then table.insert(rows[1], 2, "name") end
     for k = 1, math.min(opts.top or 5, #order) do
-      top[k] = {class = order[k] - 1, prob = values[order[k]]}
-      rows[#rows + 1] = {tostring(order[k] - 1), string.format("%.4f", values[order[k]])}
+      local id = order[k] - 1  -- the 1-based index of the sorted probabilities -> 0-based id
+      top[k] = {class = id, prob = values[order[k]], name = names and names[id + 1]}
+      rows[#rows + 1] = {tostring(id), string.format("%.4f", values[order[k]])}
+      if names then table.insert(rows[#rows], 2, tostring(names[id + 1])) end
     end
     local head = string.format("%s: logits %s through the pp of %s%s", path,
       M.shape_str(logits:shape()), where,
       #skipped > 0 and (" (skipped: " .. table.concat(skipped, ", ") .. ")") or "")
-    return text(head .. "\n" .. M.columns(rows, {[2] = true}) .. "\n(classes are 0-based, as in "
-      .. "the data's labels)", {logits = logits, probs = probs, top = top, skipped = skipped})
+    local right = names and {[3] = true} or {[2] = true}
+    return text(head .. "\n" .. M.columns(rows, right) .. "\n(class ids are 0-based, as the "
+      .. "data's labels; logits:argmax(-1) - 1 is the class id)",
+      {class = top[1].class, name = top[1].name, prob = top[1].prob, top = top, logits = logits,
+       probs = probs, skipped = skipped})
   end)
 
   return setmetatable(run, run_mt)

@@ -287,6 +287,27 @@ T.test("run: config, metrics, model with the checkpoint's params, pp, predict", 
   T.near(p.top[1].prob + p.top[2].prob, 1, 1e-5)
   T.truthy(tostring(p):find("img.png: logits [1, 2] through the pp of evals.val", 1, true))
   T.truthy(tostring(run):find("ckpt:    " .. work, 1, true), tostring(run))
+  -- The top class id is 0-based, as the data's labels: argmax (1-based) minus 1.
+  local id = (want:argmax(-1) - 1)[1]:item()
+  T.eq(p.class, id); T.eq(p.top[1].class, id); T.eq(p.name, nil)
+  T.near(p.prob, want[1][id + 1]:item(), 1e-6)
+  T.truthy(tostring(p):find("class ids are 0-based, as the data's labels; "
+                            .. "logits:argmax(-1) - 1 is the class id", 1, true), tostring(p))
+
+  -- Data with class names (an image folder: sorted folder names): each class comes with its
+  -- name, class id c being the (c + 1)-th folder.
+  for _, c in ipairs({"ant", "bee"}) do
+    bv.fs.mkdirs(tmp .. "/folder/" .. c)
+    bv.image.write_png(img, tmp .. "/folder/" .. c .. "/x.png")
+  end
+  config.evals.val.data = {name = "bv:imagefolder", root = tmp .. "/folder"}
+  bv.fs.write_file(work .. "/config.json", json.encode(config))
+  local named = inspect.run(work).predict(work .. "/img.png")
+  T.eq(named.class, id)
+  T.eq(named.name, ({"ant", "bee"})[id + 1])
+  T.eq(named.top[2].name, ({"ant", "bee"})[2 - id])
+  T.truthy(tostring(named):find("class +name +softmax", 1), tostring(named))
+  T.truthy(tostring(named):find(id .. " +" .. named.name .. " +0%.%d+"), tostring(named))
 end)
 
 T.run()
