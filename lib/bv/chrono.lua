@@ -5,14 +5,25 @@
 --                  steps_per_epoch = ntrain / 512, measure = function(n, v) mw:measure(n, v) end,
 --                  write_note = function(s) print("NOTE: " .. s) end})
 --   chrono:tick(step)                          -- at every logged step
---   chrono:pause(); ...eval or checkpoint...; chrono:resume()
+--   chrono:pause(); ...checkpoint...; chrono:resume()
+--   chrono:pause(); chrono:tick(step); ...eval...; chrono:resume("eval")
 --   chrono:log_timing("z/secs/eval/val", function() ... end)
---   ckpt_state.chrono = chrono:state()        -- and chrono:load(state) on resume
+--   ckpt_state.chrono = chrono:state(step)    -- and chrono:load(state) on resume
+--   print("Done!\n" .. chrono:summary())      -- at the end of the run
 --
 -- Three kinds of time, as in big_vision: train time (between ticks, minus pauses), pause time
 -- (evals, checkpoints) and program time (both, plus start-up). The first two ticks are warm-up
 -- (`chrono.warmup` goes 2 -> 1 -> 0): the first step includes start-up costs and would distort
--- the speed, so timing starts at the second tick.
+-- the speed, so timing starts at the second tick. Besides big_vision's, eval time: the pauses
+-- ended with resume("eval"), initial and final evals included (the note's "(Ns eval)").
+--
+-- Across a resume, as big_vision's Chrono: the accumulators (program, train, pause and eval
+-- time, examples seen) go into the checkpoint and continue from there, so core_hours,
+-- examples_seen and the summary's Walltime count every process; `uptime` is this process's
+-- (big_vision's program_start_time is the moment its Chrono was made) and every process warms
+-- up again. Unlike big_vision's save(), state(step) counts up to the moment it is called (the
+-- examples of the steps since the last tick, the time since then), so a checkpoint at a step
+-- that is not a log step loses nothing.
 --
 -- Speed is reported per "core" as `img/sec/core` and `core_hours`, where big_vision divides by
 -- jax.device_count(). Here the device count is opts.device_count, by default bv.threads(): on
@@ -125,6 +136,7 @@ function M.new(opts)
   self.prev_step = nil
   self.pause_start = nil
   self.paused_time = 0
+  self._pause_began = nil  -- pause_start before tick() moved it (eval time counts from here)
   self.total_steps = nil
   self.global_bs = nil
   self.steps_per_epoch = nil
@@ -186,6 +198,12 @@ function Chrono:tick(step, measure, write_note)
   end
 
   local now = self._clock()
+  if self.pause_start ~= nil then
+    -- A tick inside a pause (evals tick after pausing, as big_vision's): the pause so far is
+    -- this interval's pause time, not train time, and the rest of it goes to the next interval.
+    self.paused_time = self.paused_time + (now - self.pause_start)
+    self.pause_start = now
+  end
   measure("uptime", now - self.program_start_time)
   self:flush_timings(measure)
 
@@ -233,7 +251,7 @@ function Chrono:tick(step, measure, write_note)
   self.eta = elapsed / steps_timed * steps_todo  -- seconds, for the progress line
   self._note = steps_note(step, self.total_steps)
     .. "\nWalltime:" .. M.hms(self.accum_program_time)
-    .. " (" .. M.hms(self.accum_pause_time) .. " eval)"
+    .. " (" .. M.hms(self.accum_eval_time) .. " eval)"
     .. "\nETA:" .. M.hms(self.eta)
     .. "\nTotal train time:" .. M.hms(elapsed / steps_timed * self.total_steps)
   write_note(self._note)
@@ -250,22 +268,69 @@ end
 function Chrono:pause(wait_for)
   if self.pause_start ~= nil then error("chrono: don't pause twice", 2) end
   self.pause_start = self._clock()
+  self._pause_began = self.pause_start
 end
 
-function Chrono:resume()
+-- Restarts the clock; resume("eval") counts the whole pause as eval time too.
+function Chrono:resume(what)
   if self.pause_start == nil then error("chrono: resume() without pause()", 2) end
-  self.paused_time = self.paused_time + (self._clock() - self.pause_start)
-  self.pause_start = nil
+  local now = self._clock()
+  self.paused_time = self.paused_time + (now - self.pause_start)
+  if what == "eval" then self.accum_eval_time = self.accum_eval_time + (now - self._pause_began) end
+  self.pause_start, self._pause_began = nil, nil
 end
 
--- The accumulators, for the training checkpoint (JSON-able: three floats and an integer).
-function Chrono:state()
+-- The accumulators as of `now`: what the last tick accumulated plus what came since (this
+-- process's time so far while it warms up; after warm-up, the time since the last tick, its
+-- pauses, an open one too, as pause time and the rest as train time). Changes nothing.
+function Chrono:_totals(now)
+  local t = {program = self.accum_program_time, train = self.accum_train_time,
+             pause = self.accum_pause_time, eval = self.accum_eval_time}
+  if self.warmup > 0 then
+    t.program = t.program + (now - self.program_start_time)
+  else
+    local paused = self.paused_time + (self.pause_start and now - self.pause_start or 0)
+    local since = now - self.prev_time
+    t.program = t.program + since
+    t.pause = t.pause + paused
+    t.train = t.train + (since - paused)
+  end
+  return t
+end
+
+-- The accumulators, for the training checkpoint (JSON-able: four floats and an integer), as
+-- of now and, with `step` (the checkpoint's), with the examples of the steps since the last
+-- tick: a run resumed from it continues where this one is.
+function Chrono:state(step)
+  local t = self:_totals(self._clock())
+  local examples = self.accum_examples_seen
+  if step ~= nil and self.prev_step ~= nil and self.global_bs and step > self.prev_step then
+    examples = examples + (step - self.prev_step) * self.global_bs
+  end
   return {
-    accum_program_time = self.accum_program_time,
-    accum_train_time = self.accum_train_time,
-    accum_pause_time = self.accum_pause_time,
-    accum_examples_seen = self.accum_examples_seen,
+    accum_program_time = t.program,
+    accum_train_time = t.train,
+    accum_pause_time = t.pause,
+    accum_eval_time = t.eval,
+    accum_examples_seen = examples,
   }
+end
+
+-- The note at the end of a run (after its final evals), measured now: Walltime is the program
+-- time of every process of the run (start-up, steps, evals, checkpoints), "(Ns eval)" the time
+-- its evals took, initial and final ones included, and Total train time the time its timed
+-- steps took up to the last tick (pauses and each process's warm-up excluded: what core_hours
+-- counts), so never more than Walltime. big_vision prints the note of the last tick here,
+-- before the final evals and with an estimate for the train time.
+function Chrono:summary()
+  local t = self:_totals(self._clock())
+  local step, total = self.prev_step, self.total_steps
+  if step == nil or not total then return self._note end
+  local eta = step >= total and 0 or self.eta
+  return steps_note(step, total)
+    .. "\nWalltime:" .. M.hms(t.program) .. " (" .. M.hms(t.eval) .. " eval)"
+    .. (eta and "\nETA:" .. M.hms(eta) or "")
+    .. "\nTotal train time:" .. M.hms(self.accum_train_time)
 end
 
 -- Restores state() from a checkpoint; missing entries start at 0 (load() resets everything).
@@ -282,6 +347,7 @@ function Chrono:load(state)
   self.accum_program_time = num("accum_program_time") + 0.0
   self.accum_train_time = num("accum_train_time") + 0.0
   self.accum_pause_time = num("accum_pause_time") + 0.0
+  self.accum_eval_time = num("accum_eval_time") + 0.0  -- not in big_vision's: 0 from its checkpoints
   -- Python's int(): truncation towards zero.
   local ex = num("accum_examples_seen")
   self.accum_examples_seen = math.tointeger(ex >= 0 and math.floor(ex) or math.ceil(ex))
@@ -291,6 +357,11 @@ local function timed(clock, fn)
   local t0 = clock()
   local results = table.pack(fn())
   return clock() - t0, results
+end
+
+-- The clock's reading (seconds), for timings that do not fit in log_timing's function.
+function Chrono:now()
+  return self._clock()
 end
 
 -- Runs fn() and measures its duration as `name` at once (e.g. z/secs/eval/val). Returns fn's

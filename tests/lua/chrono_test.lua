@@ -67,7 +67,7 @@ T.test("warm-up, speed, core hours, pauses and the note, by hand", function()
   T.eq(#rec.names, 4)
 
   -- 3 s of eval inside the next interval are not training time.
-  clock.t = 9; c:pause(); clock.t = 12; c:resume()
+  clock.t = 9; c:pause(); clock.t = 12; c:resume("eval")
   T.raises(function() c:resume() end, "resume() without pause()")
   rec.reset()
   clock.t = 20
@@ -83,7 +83,7 @@ T.test("warm-up, speed, core hours, pauses and the note, by hand", function()
   T.near(rec.values.core_hours, 9 * 4 / 3600, 1e-15)
   T.eq(rec.values.core_hours_cpu, rec.values.core_hours)
   T.eq(c:state(), {accum_program_time = 20.0, accum_train_time = 9.0, accum_pause_time = 3.0,
-                   accum_examples_seen = 384})
+                   accum_eval_time = 3.0, accum_examples_seen = 384})
   -- ETA: 12 s since warm-up for 10 steps, 88 to go: 105.6 s; total: 120 s.
   T.eq(c:note(), "Steps:12/100 [12.0%]\nWalltime:20s (3s eval)\nETA:1m46s\nTotal train time:2m0s")
   T.eq(rec.notes[#rec.notes], c:note())
@@ -126,9 +126,9 @@ T.test("state survives a JSON round trip and a resumed run keeps accumulating", 
             measure = rec.measure})
   clock.t = 5; c:tick(1)
   clock.t = 8; c:tick(2)
-  clock.t = 9; c:pause(); clock.t = 12; c:resume()
+  clock.t = 9; c:pause(); clock.t = 12; c:resume("eval")
   clock.t = 20; c:tick(12)
-  local saved = json.decode(json.encode(c:state()))
+  local saved = json.decode(json.encode(c:state(12)))
 
   -- A new process: its clock starts again at 0.
   local c2, clock2, rec2 = setup()
@@ -142,13 +142,13 @@ T.test("state survives a JSON round trip and a resumed run keeps accumulating", 
   clock2.t = 6; c2:tick(14)
   clock2.t = 7; c2:tick(15)
   T.eq(c2:state(), {accum_program_time = 27.0, accum_train_time = 10.0, accum_pause_time = 3.0,
-                    accum_examples_seen = 480})
+                    accum_eval_time = 3.0, accum_examples_seen = 480})
   T.near(rec2.values.core_hours, 10 * 4 / 3600, 1e-15)
   T.eq(c2:note(), "Steps:15/100 [15.0%]\nWalltime:27s (3s eval)\nETA:1m25s\nTotal train time:1m40s")
   -- load() resets what the state lacks; examples are truncated to an integer like int().
   c2:load({accum_examples_seen = 7.9})
   T.eq(c2:state(), {accum_program_time = 0.0, accum_train_time = 0.0, accum_pause_time = 0.0,
-                    accum_examples_seen = 7})
+                    accum_eval_time = 0.0, accum_examples_seen = 7})
   T.eq(math.type(c2:state().accum_examples_seen), "integer")
   T.raises(function() c2:load({accum_train_time = "x"}) end, "accum_train_time")
 end)
@@ -174,6 +174,163 @@ T.test("defaults: bv.threads() cores, host memory after warm-up", function()
   clock3.t = 1; c3:tick(1); clock3.t = 2; c3:tick(2); clock3.t = 3; c3:tick(3)
   T.eq(rec3.names[#rec3.names], "y/custom")
   T.truthy(rec3.values.core_hours_x ~= nil, "core_hours_<device_kind>")
+end)
+
+-- A run of 10 steps (4 cores, batch 32): an initial eval, a checkpoint at step 8 (not a log
+-- step), the final eval and checkpoint at step 10.
+local function ten_steps(c, clock)
+  c:inform({first_step = 0, total_steps = 10, global_bs = 32})
+  clock.t = 1; c:pause(); clock.t = 4; c:resume("eval")        -- initial eval: 3 s
+  clock.t = 5; c:tick(1)
+  clock.t = 6; c:tick(2)                                       -- timing starts
+  clock.t = 10; c:tick(6)                                      -- 4 s of training
+  clock.t = 12; c:pause()                                      -- checkpoint at step 8
+  local saved = json.decode(json.encode(c:state(8)))
+  clock.t = 13; c:resume()
+  clock.t = 16; c:tick(10)                                     -- 5 s of training, 1 s paused
+  clock.t = 17; c:pause(); c:tick(10); clock.t = 20; c:resume("eval")  -- final eval: 3 s
+  clock.t = 21; c:pause(); clock.t = 23; c:resume()           -- final checkpoint: 2 s
+  clock.t = 24
+  return saved
+end
+
+T.test("the summary at the end: Walltime includes the final evals, (eval) is their time", function()
+  local c, clock, rec = setup()
+  c:inform({measure = rec.measure})
+  ten_steps(c, clock)
+  -- big_vision's note is the last tick's: before the final eval and checkpoint, and its total
+  -- train time an estimate (10 s since warm-up for 8 steps: 12.5 s for 10, above Walltime).
+  T.eq(c:note(), "Steps:10/10 [100.0%]\nWalltime:16s (3s eval)\nETA:0s\nTotal train time:12s")
+  -- Measured at the end: 24 s in all, 6 s of evals (the initial and the final one, not the
+  -- checkpoints), 9 s of timed training (4 + 5, what core_hours counts).
+  T.eq(c:summary(), "Steps:10/10 [100.0%]\nWalltime:24s (6s eval)\nETA:0s\nTotal train time:9s")
+  T.near(rec.values.core_hours, 9 * 4 / 3600, 1e-15)
+  -- The tick inside the final eval's pause did nothing (same step); the clock is unchanged.
+  T.eq(c:state(), {accum_program_time = 24.0, accum_train_time = 12.0, accum_pause_time = 6.0,
+                   accum_eval_time = 6.0, accum_examples_seen = 320})
+end)
+
+T.test("state(step) at a checkpoint between log steps: examples and time up to it", function()
+  local c, clock, rec = setup()
+  c:inform({measure = rec.measure})
+  local saved = ten_steps(c, clock)
+  -- At t = 12, step 8: 6 s of training since the warm-up (4 + 2 since the tick at step 6),
+  -- examples of 8 steps although the last tick was at step 6.
+  T.eq(saved, {accum_program_time = 12.0, accum_train_time = 6.0, accum_pause_time = 0.0,
+               accum_eval_time = 3.0, accum_examples_seen = 256})
+  -- Without a step: the examples of the last tick.
+  local c2, clock2 = setup()
+  c2:inform({first_step = 0, total_steps = 10, global_bs = 32, measure = rec.measure})
+  clock2.t = 1; c2:tick(1)
+  T.eq(c2:state().accum_examples_seen, 32)
+  T.eq(c2:state(3).accum_examples_seen, 96)
+  T.eq(c2:state().accum_program_time, 1.0)  -- during warm-up: this process's time so far
+end)
+
+T.test("resumed from a checkpoint: core_hours, examples_seen and Walltime continue, uptime restarts", function()
+  local c, clock, rec = setup()
+  c:inform({measure = rec.measure})
+  local saved = ten_steps(c, clock)
+  local whole = {}
+  for k, v in pairs(rec.values) do whole[k] = v end
+
+  -- The run was killed after the checkpoint of step 8; a new process (its clock from 0).
+  local r, rclock, rrec = setup()
+  r:load(saved)
+  r:inform({first_step = 8, total_steps = 12, global_bs = 32, measure = rrec.measure})
+  rclock.t = 2; r:tick(9)
+  T.eq(rrec.values.uptime, 2)                     -- this process's, as big_vision's
+  T.eq(rrec.values.examples_seen, 9 * 32)         -- as if never interrupted
+  T.eq(rrec.values.core_hours, nil)               -- warming up again
+  rclock.t = 3; r:tick(10)
+  T.eq(rrec.values.examples_seen, whole.examples_seen)
+  rclock.t = 5; r:tick(11)
+  T.eq(rrec.values.uptime, 5)
+  -- 6 s from the checkpoint and 2 s now, on 4 cores.
+  T.near(rrec.values.core_hours, (6 + 2) * 4 / 3600, 1e-15)
+  T.near(rrec.values["img/sec/core"], 32 / 2 / 4, 1e-12)
+  rclock.t = 6; r:tick(12)
+  rclock.t = 7; r:pause(); rclock.t = 9; r:resume("eval")
+  rclock.t = 10
+  -- 12 s before the checkpoint, 10 s of this process; 3 s + 2 s of evals; 6 + 3 s of training.
+  T.eq(r:summary(), "Steps:12/12 [100.0%]\nWalltime:22s (5s eval)\nETA:0s\nTotal train time:9s")
+
+  -- Resuming a finished run (its final evals again): nothing is timed, all is program time.
+  local f, fclock = setup()
+  f:load({accum_program_time = 100, accum_train_time = 80, accum_eval_time = 10})
+  f:inform({first_step = 12, total_steps = 12, global_bs = 32})
+  fclock.t = 1; f:pause(); fclock.t = 4; f:resume("eval")
+  fclock.t = 5
+  T.eq(f:summary(), "Steps:12/12 [100.0%]\nWalltime:1m45s (13s eval)\nETA:0s\nTotal train time:1m20s")
+end)
+
+T.test("a tick inside a pause counts the pause once, and not as training", function()
+  local c, clock, rec = setup()
+  c:inform({first_step = 0, total_steps = 100, global_bs = 32, measure = rec.measure})
+  clock.t = 1; c:tick(1)
+  clock.t = 2; c:tick(2)
+  clock.t = 10; c:pause()
+  clock.t = 11; c:tick(3)                          -- as big_vision's evals: pause, then tick
+  T.near(rec.values["img/sec/core"], 32 / 8 / 4, 1e-12)  -- 8 s of training, not 9
+  clock.t = 15; c:resume("eval")
+  clock.t = 20; c:tick(4)
+  T.near(rec.values["img/sec/core"], 32 / 5 / 4, 1e-12)  -- 20 - 11 - 4 s paused
+  T.eq(c:state(), {accum_program_time = 20.0, accum_train_time = 13.0, accum_pause_time = 5.0,
+                   accum_eval_time = 5.0, accum_examples_seen = 128})
+end)
+
+T.test("any run and its resumes: Walltime is the time they ran, train time the time stepped", function()
+  math.randomseed(19)
+  for trial = 1, 200 do
+    local total = math.random(1, 30)
+    local evals, ckpts = math.random(1, 5), math.random(1, 7)
+    -- Each process starts from the last checkpoint, or from scratch; a kill loses what came
+    -- after that checkpoint, so Walltime is the time up to the checkpoints resumed from plus
+    -- the last process's. Train time: the time outside pauses once a process has warmed up, up
+    -- to its last tick (or up to the checkpoint resumed from).
+    local step, saved, saved_step, saved_time, saved_train, before = 0, nil, 0, 0, 0, 0
+    local c, clock, rec, trained, pending
+    repeat
+      c, clock, rec = setup()
+      if saved then c:load(saved) end
+      step, before, trained, pending = saved_step, saved_time, saved_train, 0
+      c:inform({first_step = step, total_steps = total, global_bs = 8, measure = rec.measure})
+      local function wait(paused)
+        local dt = math.random() * 3
+        clock.t = clock.t + dt
+        if not paused and c.warmup == 0 then pending = pending + dt end
+      end
+      local function tick()
+        local timed = c.warmup == 0 and step ~= c.prev_step
+        c:tick(step)
+        if timed then trained, pending = trained + pending, 0 end
+      end
+      local function eval() c:pause(); wait(true); tick(); wait(true); c:resume("eval") end
+      wait()
+      if step == 0 or step == total then eval() end
+      local killed = false
+      while step < total and not killed do
+        step = step + 1
+        wait()
+        if step <= 2 or step % 3 == 0 or step == total then tick() end
+        if step % evals == 0 or step == total then eval() end
+        if step % ckpts == 0 or step == total then
+          c:pause(); wait(true)
+          saved, saved_step = json.decode(json.encode(c:state(step))), step
+          saved_time, saved_train = before + clock.t, trained + pending
+          c:resume()
+        end
+        killed = step < total and math.random() < 0.1
+      end
+    until not killed
+    clock.t = clock.t + 0.5
+    local t = c:_totals(clock.t)
+    local what = string.format("trial %d (%d steps)", trial, total)
+    T.near(t.program, before + clock.t, 1e-9, what .. ": Walltime")
+    T.near(c.accum_train_time, trained, 1e-9, what .. ": train time")
+    T.truthy(c.accum_train_time + t.eval <= t.program + 1e-9, what .. ": train + eval <= Walltime")
+    if rec.values.examples_seen then T.eq(rec.values.examples_seen, 8 * total, what) end
+  end
 end)
 
 T.test("tick before inform is an error naming what is missing", function()

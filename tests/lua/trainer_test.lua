@@ -152,6 +152,69 @@ T.test("stdout: big_vision's notes, the eval results, a progress line per logged
   has("NOTE: Done!\n")
 end)
 
+-- The chrono's measurements, by step, and the steps with big_vision's z/secs/update0.
+local function chrono_rows(path)
+  local out, update0 = {}, {}
+  for _, row in ipairs(metrics.read(path)) do
+    if row.examples_seen then
+      out[row.step] = {examples_seen = row.examples_seen, epoch = row.epoch, progress = row.progress}
+    end
+    if row["z/secs/update0"] then update0[#update0 + 1] = row.step end
+  end
+  return out, update0
+end
+
+T.test("chrono: eval steps tick; a checkpoint between log steps resumes the counts exactly", function()
+  local cfg = config(8)
+  cfg.log_training_steps, cfg.ckpt_steps = 3, 5
+  cfg.evals.val.log_steps = 4
+  local whole, parts = tmp .. "/chrono_whole", tmp .. "/chrono_parts"
+  trainer(cfg, whole, {})
+  local want, update0 = chrono_rows(whole .. "/big_vision_metrics.txt")
+  T.eq(update0, {1})  -- the first step of a process
+  -- Log steps 1, 2 (warm-up), 3, 6, 8; step 4 only evaluates, and ticks as big_vision's.
+  T.eq(want[4], {examples_seen = 32, epoch = 32 / 48, progress = 0.5})
+  T.eq(want[5], nil)
+  trainer(cfg, parts, {stop_after = 5})
+  trainer(cfg, parts, {})
+  local got
+  got, update0 = chrono_rows(parts .. "/big_vision_metrics.txt")
+  T.eq(update0, {1, 6})
+  for _, step in ipairs({1, 2, 3, 4, 6, 8}) do T.eq(got[step], want[step], "step " .. step) end
+  T.eq(got[7], {examples_seen = 56, epoch = 56 / 48, progress = 7 / 8})  -- the resumed warm-up
+end)
+
+T.test("chrono: the final note counts every eval, the final one too, in Walltime and (eval)", function()
+  -- A clock that creeps (1 ms a reading) except in evaluations, which take 100 s each: at steps
+  -- 0, 4 and 8.
+  local clock = {t = 0}
+  local evaluators = require "bv.evaluators"
+  local from_config = evaluators.from_config
+  evaluators.from_config = function(...)
+    local evals = from_config(...)
+    for _, e in ipairs(evals) do
+      local run = e.evaluator.run
+      e.evaluator.run = function(self, ...)
+        clock.t = clock.t + 100
+        return run(self, ...)
+      end
+    end
+    return evals
+  end
+  local cfg = config(8)
+  cfg.evals.val.log_steps = 4
+  local ok, out = pcall(stdout_of, function()
+    trainer(cfg, tmp .. "/chrono_note", {clock = function()
+      clock.t = clock.t + 0.001
+      return clock.t
+    end})
+  end)
+  evaluators.from_config = from_config
+  T.truthy(ok, out)
+  T.truthy(out:find("NOTE: Done!\nSteps:8/8 [100.0%]\nWalltime:5m0s (5m0s eval)\nETA:0s\n"
+                    .. "Total train time:0s\n", 1, true), out)
+end)
+
 -- The fake device (runtime/core/fake_device.h): host memory and the CPU's kernels, but an op
 -- that meets a CPU tensor among device ones fails. A whole run there (steps, logs, a checkpoint,
 -- an evaluation, a resume) shows that the trainer leaves nothing on the CPU by mistake.

@@ -206,8 +206,9 @@ function M.start(config, workdir, run)
   else
     log.note("Training on %s (%d threads)", state.device, bv.threads())
   end
-  -- The clock (program time starts here) and the memory it logs at log steps.
-  state.chrono = chrono.new({memory = function(measure)
+  -- The clock (program time starts here; run.clock: a function of seconds instead of bv.clock,
+  -- for tests) and the memory it logs at log steps.
+  state.chrono = chrono.new({clock = run.clock, memory = function(measure)
     chrono.log_memory(measure)  -- y/hostmem/*, as big_vision
     -- and the device's, as big_vision logs its first device's: y/devmem/dev0/<jax's name>
     for name, bytes in pairs(bv.memory(state.device)) do measure("y/devmem/dev0/" .. name, bytes) end
@@ -434,10 +435,13 @@ function M.evaluators(state, predict_fns)
   return state.evals
 end
 
--- Runs evaluator `e` on params at `step` and logs its metrics, off the training clock.
+-- Runs evaluator `e` on params at `step` and logs its metrics, off the training clock (eval
+-- time). As big_vision, the chrono ticks first: an eval step that is not a log step gets
+-- examples_seen, epoch, core_hours and the rest too (a no-op at the initial evals).
 local function run_eval(state, e, params, step)
   local shard = state.shard
   state.chrono:pause()
+  state.chrono:tick(step)
   -- Evaluators run whole models: fsdp parameters are gathered for them (a collective; every
   -- rank evaluates at the same steps), and dropped afterwards.
   params = shard:full_params(params)
@@ -455,7 +459,7 @@ local function run_eval(state, e, params, step)
   end)
   params = nil
   if shard.fsdp then collectgarbage() end
-  state.chrono:resume()
+  state.chrono:resume("eval")
 end
 
 -- The initial evaluation, as big_vision's: at step 0, or when resuming a finished run (evals
@@ -492,6 +496,9 @@ function M.step_start(state, step)
                         position = state.train_iter:position()}
   end
   state.run.state.batch, state.run.state.step = batch, step
+  -- big_vision's z/secs/update0, the first step of each process, is timed from here (its batch
+  -- on the device) to its loss on the host (log_training: the first steps are logged).
+  if step == state.first_step + 1 then state.update0_start = state.chrono:now() end
   return batch
 end
 
@@ -527,6 +534,10 @@ end
 function M.log_training(state, step, loss, m, extra_metrics)
   local mw = state.mw
   loss = loss:item()
+  if state.update0_start then
+    mw:measure("z/secs/update0", state.chrono:now() - state.update0_start)
+    state.update0_start = nil
+  end
   M.check_finite(state, step, {"training_loss", loss}, {"l2_grads", m.l2_grads})
   for i, s in ipairs(m.global_schedule) do
     mw:measure("global_schedule" .. (i > 1 and tostring(i - 1) or ""), s)
@@ -560,7 +571,8 @@ local function save_checkpoint(state, params, step, keep)
     for name, extra in pairs(state.checkpoint_extras) do tensors[name] = extra:state() end
     for name, x in pairs(params) do tensors["params/" .. name] = x end
     for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
-    local warnings = bv.ckpt.save(state.workdir, step, tensors, {chrono = state.chrono:state(),
+    local warnings = bv.ckpt.save(state.workdir, step, tensors, {
+      chrono = state.chrono:state(step),  -- up to this step, not just to the last log step
       world = shard.world, data_position = state.data_position}, {keep = keep})
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
@@ -608,7 +620,8 @@ function M.end_of_step(state, step, params, loss)
   end
 end
 
--- Training is over: the metrics file closed, the progress line ended, big_vision's last note.
+-- Training is over: the metrics file closed, the progress line ended, big_vision's last note
+-- (measured now, after the final evals: bv.chrono's summary).
 function M.finish(state)
   if state.skip_errors then
     local total, per, names = skipped_counts(state)
@@ -626,7 +639,7 @@ function M.finish(state)
   end
   state.mw:close()
   state.progress:finish()
-  log.note("Done!\n%s", state.chrono:note())
+  log.note("Done!\n%s", state.chrono:summary())
 end
 
 return M
