@@ -129,6 +129,45 @@ local function keep_changed_config(fs, workdir, path, text)
     .. "config.json.%d):\n  %s", workdir, n, table.concat(changes, "\n  "))
 end
 
+-- What a run that failed before its first step leaves in a workdir it made: nothing worth
+-- keeping when the directory holds only config.json and a metrics file with no line past step 0
+-- (the initial evals). Returns those names, or nil when there is anything else (a checkpoint, a
+-- step's line, a file of the config's prepare or of someone else).
+function M.unused_workdir(dir)
+  local fs = native_fs()
+  if not fs.is_dir(dir) then return nil end
+  local names = fs.list(dir)
+  for _, name in ipairs(names) do
+    if name == require("bv.metrics").FILE_NAME then
+      for line in fs.read_file(dir .. "/" .. name):gmatch("[^\n]+") do
+        if not line:match('^{"step": 0[,}]') then return nil end
+      end
+    elseif name ~= "config.json" then
+      return nil
+    end
+  end
+  return names
+end
+
+-- Removes DIR, which this invocation made, when the run failed and left nothing worth keeping
+-- there (M.unused_workdir), so that it does not look like a run (`bvlua runs`, sweep's
+-- skip/resume); says so on stderr. A directory that was there before is never touched: the
+-- guard is only armed (guard.workdir) by the call that made it.
+local function workdir_guard()
+  return setmetatable({}, {__close = function(guard, err)
+    local dir = guard.workdir
+    if not dir or (err == nil and (guard.rc or 0) == 0) then return end
+    local names = M.unused_workdir(dir)
+    if not names then return end
+    for _, name in ipairs(names) do os.remove(dir .. "/" .. name) end
+    if os.remove(dir) then
+      log.error("bvlua train: removed %s, which this run had created: it failed before its "
+        .. "first step and left only %s there", dir,
+        #names > 0 and table.concat(names, " and ") or "nothing")
+    end
+  end})
+end
+
 -- Runs `bvlua train` with the words after "train"; returns the process exit code.
 function M.main(argv)
   local opts, err = config.parse_cli(argv or {})
@@ -167,8 +206,10 @@ function M.main(argv)
   end
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
+  local guard <close> = workdir_guard()  -- a failure before the first step: the new workdir goes
   if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
     local fs = native_fs()
+    if not fs.exists(opts.workdir) then guard.workdir = opts.workdir end
     fs.mkdirs(opts.workdir)
     saved_to = opts.workdir:gsub("/+$", "") .. "/config.json"
     keep_changed_config(fs, opts.workdir, saved_to, text)
@@ -181,7 +222,10 @@ function M.main(argv)
   -- config.json shows None as null; the trainer gets None as absent (bv.config_keys).
   cfg = config_keys.without_nulls(cfg)
   local trainer = M.find_trainer(cfg.trainer)
-  if opts.nproc and opts.nproc > 1 then return M.launch(argv, opts.nproc) end
+  if opts.nproc and opts.nproc > 1 then
+    guard.rc = M.launch(argv, opts.nproc)
+    return guard.rc
+  end
   local run = {config_file = opts.config, device = device}
   local env = bv.dist.env()
   if env.world_size > 1 then
@@ -205,6 +249,7 @@ function M.main(argv)
   end, cfg, opts.workdir, run)
   if ok then return 0 end
   M.debug_repl(failure, run.state or {}, cfg, opts.workdir)
+  guard.rc = 1
   return 1
 end
 
