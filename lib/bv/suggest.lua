@@ -4,11 +4,21 @@
 --   suggest.did_you_mean("shedule", keys)   --> " (did you mean 'schedule'?)" or ""
 local M = {}
 
--- Levenshtein distance over UTF-8 code points.
+-- The code points of a UTF-8 string; its bytes when it is not valid UTF-8 (a stray byte in a
+-- typed name must not turn "did you mean" into an error of its own).
+local function chars(s)
+  local out = {}
+  if utf8.len(s) then
+    for _, c in utf8.codes(s) do out[#out + 1] = c end
+  else
+    for i = 1, #s do out[i] = s:byte(i) end
+  end
+  return out
+end
+
+-- Levenshtein distance over UTF-8 code points (bytes for invalid UTF-8).
 function M.distance(a, b)
-  local ca, cb = {}, {}
-  for _, c in utf8.codes(a) do ca[#ca + 1] = c end
-  for _, c in utf8.codes(b) do cb[#cb + 1] = c end
+  local ca, cb = chars(a), chars(b)
   local prev = {}
   for j = 0, #cb do prev[j] = j end
   for i = 1, #ca do
@@ -24,7 +34,7 @@ end
 -- The candidate nearest to `name`, when near enough to be a typo: at most a third of the
 -- name's length away (at least 1, at most 3 edits). nil otherwise.
 function M.closest(name, candidates)
-  local best, best_d = nil, math.min(3, math.max(1, utf8.len(name) // 3))
+  local best, best_d = nil, math.min(3, math.max(1, #chars(name) // 3))
   for _, c in ipairs(candidates) do
     local d = M.distance(name, c)
     if d <= best_d and c ~= name and (not best or d < best_d) then best, best_d = c, d end

@@ -22,4 +22,10 @@ T.test("closest", function()
   T.eq(suggest.did_you_mean("zzz", keys), "")
 end)
 
+T.test("a name that is not valid UTF-8 is compared byte by byte (found by the config fuzzer)", function()
+  T.eq(suggest.distance("\xaa", "ab"), 2)
+  T.eq(suggest.closest("\xaas", {"res", "as"}), "as")
+  T.eq(suggest.did_you_mean("wd\xff", {"wd", "lr"}), " (did you mean 'wd'?)")
+end)
+
 T.run()
