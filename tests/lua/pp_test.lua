@@ -275,6 +275,10 @@ T.test("pad_to_shape", function()
   T.raises(function()
     pp.build("pad_to_shape((2, 6), key='x')")({x = bv.ones({8, 4})})
   end, "larger than the target 2")
+  -- (4) is the number 4 in Python, not a shape (found by the pp fuzzer).
+  T.raises(function() pp.build("pad_to_shape((4))") end,
+           "pad_to_shape: shape must be a list such as (4,) or [4], got 4")
+  T.eq(pp.build("pad_to_shape((4,), key='x')")({x = bv.ones({2})}).x:shape(), {4})
 end)
 
 T.test("flatten", function()

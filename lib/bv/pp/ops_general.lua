@@ -95,6 +95,11 @@ end, "concat(inkeys, outkey=None, axis=-1): concatenates the tensors of inkeys a
   .. "(Python) axis into outkey (default inkeys[0])")
 
 register("pad_to_shape", ikok(function(a)
+  if type(a.shape) ~= "table" then
+    -- Python reads (4) as the number 4: a one-dimensional shape is (4,) or [4].
+    error(string.format("pad_to_shape: shape must be a list such as (4,) or [4], got %s",
+                        tostring(a.shape)), 0)
+  end
   local shape = {}
   for i, d in ipairs(a.shape) do shape[i] = d == require("bv.literal").null and -1 or d end
   local pad_value, where = a.pad_value, a.where
