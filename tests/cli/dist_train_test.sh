@@ -135,7 +135,7 @@ end
 local function norms(w)
   local out = {}
   for line in io.lines('$TMP/' .. w .. '/big_vision_metrics.txt') do
-    local step = line:match('^{\"step\": (%d+), \"global_schedule\"')
+    local step = line:find('\"global_schedule\"', 1, true) and line:match('^{\"step\": (%d+),')
     if step then
       out[tonumber(step)] = {}
       for _, k in ipairs({'l2_grads', 'l2_params', 'l2_updates'}) do
