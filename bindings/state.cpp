@@ -117,6 +117,26 @@ int bv_memory(lua_State* L) {
   return 1;
 }
 
+// bv.usage() -> {user_s, system_s, minor_faults, major_faults, max_rss_bytes, malloc}: what
+// this process has cost so far (core/machine.h process_usage) and the malloc it runs on.
+int bv_usage(lua_State* L) {
+  ProcessUsage u = process_usage();
+  lua_createtable(L, 0, 6);
+  lua_pushnumber(L, u.user_s);
+  lua_setfield(L, -2, "user_s");
+  lua_pushnumber(L, u.system_s);
+  lua_setfield(L, -2, "system_s");
+  lua_pushinteger(L, u.minor_faults);
+  lua_setfield(L, -2, "minor_faults");
+  lua_pushinteger(L, u.major_faults);
+  lua_setfield(L, -2, "major_faults");
+  lua_pushinteger(L, u.max_rss_bytes);
+  lua_setfield(L, -2, "max_rss_bytes");
+  lua_pushstring(L, malloc_name().c_str());
+  lua_setfield(L, -2, "malloc");
+  return 1;
+}
+
 // bv._fake_device() -> "fake:0": the test device (core/fake_device.h), for tests; users reach
 // it through bv.device("fake") with BV_TEST_DEVICE=1.
 int bv_fake_device(lua_State* L) {
@@ -175,6 +195,7 @@ int open_native(lua_State* L) {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
       BV_FN("memory", bv_memory),
+      BV_FN("usage", bv_usage),
       BV_FN("_fake_device", bv_fake_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),

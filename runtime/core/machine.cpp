@@ -6,6 +6,9 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <dlfcn.h>
+#include <sys/resource.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -105,5 +108,32 @@ void use_one_thread_here() {
 }
 
 int get_threads() { return at::get_num_threads(); }
+
+ProcessUsage process_usage() {
+  struct rusage ru {};
+  BV_CHECK(getrusage(RUSAGE_SELF, &ru) == 0, "getrusage failed");
+  ProcessUsage u;
+  u.user_s = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec * 1e-6;
+  u.system_s = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec * 1e-6;
+  u.minor_faults = ru.ru_minflt;
+  u.major_faults = ru.ru_majflt;
+  u.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+  return u;
+}
+
+std::string malloc_name() {
+  // jemalloc's control interface; looked up rather than linked so the runtime does not depend
+  // on which malloc the executable brings.
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+  if (mallctl == nullptr) return "glibc";
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (mallctl("version", &version, &size, nullptr, 0) != 0 || version == nullptr) {
+    return "jemalloc";
+  }
+  std::string v = version;  // "5.3.0-0-g54eaed1d8b56b1aa528be3bdd1877e59c56fa90c"
+  return "jemalloc " + v.substr(0, v.find('-'));
+}
 
 }  // namespace bv

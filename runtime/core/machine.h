@@ -28,6 +28,17 @@ std::string resolve_device(const std::string& spec, int local_rank);
 // peak_bytes_reserved. Empty for the CPU, which has no such allocator.
 std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device);
 int cpu_cores();
+// What this process has cost so far (getrusage): CPU time in user and kernel mode, page faults
+// (minor: a page mapped without I/O, the price of memory freed to the OS and touched again) and
+// the peak resident set. The benchmarks print them next to the step time.
+struct ProcessUsage {
+  double user_s = 0, system_s = 0;
+  int64_t minor_faults = 0, major_faults = 0, max_rss_bytes = 0;
+};
+ProcessUsage process_usage();
+// The malloc this process runs on: "jemalloc X.Y.Z" when bvlua is linked with it (it is: see
+// bindings/malloc_conf.cpp), else "glibc".
+std::string malloc_name();
 void set_threads(int n);
 // For worker threads (the input pipeline): this thread's ops run on one intra-op thread, so
 // several workers don't each start a team of spinning OpenMP threads on the same cores.
