@@ -1,5 +1,6 @@
 -- The training-step benchmark's bvlua side (scripts/bench_train runs it next to PyTorch).
---   bvlua run scripts/bench_train.lua MODEL RES BATCH STEPS   -> prints steps/s
+--   bvlua run scripts/bench_train.lua MODEL RES BATCH STEPS
+--     -> prints "steps/s minor-page-faults-per-step kernel-share-of-cpu-time"
 -- MODEL: bit26 (BiT-R26x1), vits16 (ViT-S/16), vitti16 (ViT-Ti/16). Random data, SGD.
 local name, res, batch, steps = arg[1], tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4])
 local json = require "bv.json"
@@ -25,6 +26,11 @@ local function step()
   opt:update(params, grads, {norms = false})  -- as the trainer between log steps
 end
 step()  -- warm-up
-local t0 = bv.clock()
+local t0, u0 = bv.clock(), bv.usage()
 for _ = 1, steps do step() end
-print(string.format("%.3f", steps / (bv.clock() - t0)))
+local t1, u1 = bv.clock(), bv.usage()
+-- steps/s, minor page faults per step (memory given back to the OS and faulted in again), and
+-- the kernel's share of the CPU time
+local cpu = (u1.user_s + u1.system_s) - (u0.user_s + u0.system_s)
+print(string.format("%.3f %d %.3f", steps / (t1 - t0), (u1.minor_faults - u0.minor_faults) // steps,
+                    (u1.system_s - u0.system_s) / math.max(cpu, 1e-9)))

@@ -2,10 +2,11 @@
 # backward, SGD update) as a Python loop on the venv's torch wheel and torchvision, eager or with
 # the model under torch.compile (Inductor's C++ code on the CPU; compiled before timing starts).
 #   .venv/bin/python scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS [eager|compile]
-#   -> steps/s
+#   -> "steps/s minor-page-faults-per-step kernel-share-of-cpu-time" (as scripts/bench_train.lua)
 # bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
 # convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vits16 / vitti16:
 # torchvision's VisionTransformer with ViT-S / Ti sizes.
+import resource
 import sys
 import time
 
@@ -50,9 +51,17 @@ def step():
     opt.step()
 
 
+def usage():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
+
+
 step()
 step()  # compile: the first calls compile the forward and the backward
-t0 = time.perf_counter()
+t0, u0 = time.perf_counter(), usage()
 for _ in range(steps):
     step()
-print("%.3f" % (steps / (time.perf_counter() - t0)))
+t1, u1 = time.perf_counter(), usage()
+# steps/s, minor page faults per step, the kernel's share of the CPU time (as bench_train.lua)
+print("%.3f %d %.3f" % (steps / (t1 - t0), (u1[2] - u0[2]) / steps,
+                        (u1[1] - u0[1]) / max(u1[0] - u0[0], 1e-9)))
