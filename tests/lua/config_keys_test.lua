@@ -267,6 +267,18 @@ local function recording(cfg, reads)
   return wrap(cfg, "")
 end
 
+-- The keys read (dotted paths) that no declaration covers, sorted.
+local function undeclared(cfg, reads)
+  local out = {}
+  for path in pairs(reads) do
+    local segs = {}
+    for seg in path:gmatch("[^.]+") do segs[#segs + 1] = seg end
+    if not config_keys.lookup(cfg, segs) then out[#out + 1] = path end
+  end
+  table.sort(out)
+  return out
+end
+
 T.test("every key the classification trainer reads is declared", function()
   local trainer = require "bv.trainers.classification"
   local cfg = tiny(2)
@@ -274,17 +286,42 @@ T.test("every key the classification trainer reads is declared", function()
   T.eq(config_keys.unknown(cfg), {}, "the test config itself")
   local reads = {}
   quietly(function() return trainer(recording(cfg, reads), tmp .. "/reads", {}) end)
-  local undeclared = {}
-  for path in pairs(reads) do
-    local segs = {}
-    for s in path:gmatch("[^.]+") do segs[#segs + 1] = s end
-    if not config_keys.lookup(cfg, segs) then undeclared[#undeclared + 1] = path end
-  end
-  table.sort(undeclared)
-  T.eq(undeclared, {})
+  T.eq(undeclared(cfg, reads), {})
   T.truthy(reads.total_steps and reads.seed and reads["input.batch_size"]
            and reads["input.prefetch"] and reads.model_init and reads.accum_steps,
            "the proxy saw the reads, absent keys included")
+end)
+
+T.test("every key the paligemma trainer reads is declared", function()
+  local trainer = require "bv.trainers.proj.paligemma.train"
+  local sp = tmp .. "/tiny_sp.model"
+  local lines = {}
+  for i = 1, 60 do lines[i] = string.format("count %d lines %d cross", i % 3, i % 7) end
+  bv.text.train_sentencepiece{lines = lines, vocab_size = 32, path = sp, gemma_like = true,
+                              hard_vocab_limit = false}
+  local tok = "sp(model='" .. sp .. "')"
+  local pp = table.concat({"decode|value_range(-1, 1)", 'strfmt("count", outkey="prefix")',
+    'strfmt("{label}", outkey="suffix")',
+    bv.paligemma.combine_and_keep_train{text_len = 6, model = tok}}, "|")
+  local cfg = tiny(2)
+  cfg.trainer, cfg.num_classes, cfg.loss = "proj.paligemma.train", nil, nil
+  cfg.input.pp = pp
+  cfg.model_name = "proj.paligemma.paligemma"
+  cfg.model = {img = {variant = "mu/8", scan = false},
+               llm = {width = 32, depth = 1, mlp_dim = 64, num_heads = 2, num_kv_heads = 1,
+                      head_dim = 16, vocab_size = bv.text.tokenizer(tok).vocab_size}}
+  cfg.schedule = {{"img/.*", null}, {".*", {decay_type = "cosine"}}}
+  cfg.label_smoothing = 0.1
+  cfg.evals = {["val/pplx"] = {type = "proj.paligemma.perplexity", pred = "logits", key = "text",
+                               shift_labels = true, data = cfg.evals.val.data, pp = pp,
+                               log_steps = 2}}
+  T.eq(config_keys.unknown(cfg), {}, "the test config itself")
+  local reads = {}
+  quietly(function()
+    return trainer(recording(config_keys.without_nulls(cfg), reads), tmp .. "/pg", {})
+  end)
+  T.eq(undeclared(cfg, reads), {})
+  T.truthy(reads.label_smoothing and reads.model_name and reads.mixup, "the proxy saw the reads")
 end)
 
 -- Declarations of what the native code and the evaluators read ------------------------------
