@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_util.h"
 #include "core/tensor_util.h"
 #include "lua_util.h"
 #include "models.h"
@@ -65,12 +66,7 @@ int model_tostring(lua_State* L) {
 int models_build(lua_State* L) {
   const models::ModelApi& api = check_model_name(L, 1);
   const char* text = luaL_checkstring(L, 2);
-  nlohmann::json cfg;
-  try {
-    cfg = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("model config is not valid JSON: ", e.what());
-  }
+  nlohmann::json cfg = parse_json(text, "model config");  // bounded nesting
   api.param_specs(cfg);
   void* p = lua_newuserdatauv(L, sizeof(BuiltModel), 0);
   new (p) BuiltModel{&api, std::move(cfg)};

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_util.h"
 #include "core/tensor_util.h"
 #include "dist.h"
 #include "distributed/dist.h"
@@ -39,11 +40,7 @@ nlohmann::json check_json(lua_State* L, int arg, const char* what) {
     raise(L, str(what, " must be JSON text (use require('bv.json').encode), got a ",
                  luaL_typename(L, arg)));
   }
-  try {
-    return nlohmann::json::parse(lua_tostring(L, arg));
-  } catch (const nlohmann::json::exception& e) {
-    fail(what, " is not valid JSON: ", e.what());
-  }
+  return parse_json(lua_tostring(L, arg), what);  // bounded nesting, errors start with `what`
 }
 
 // An integer field of the table at `idx`; `fallback` when nil.
