@@ -69,6 +69,14 @@ assert(c.state.step == c.step and c.state.data.position == c.step * 100, "state 
 local listed = {}
 for _, s in ipairs(bv.ckpt.list(workdir)) do listed[s] = true end
 for s = 10, last, 10 do assert(listed[s], "kept checkpoint " .. s .. " is gone") end
+-- A step that loaded whole was saved whole: logged here, so that the next kill's check starts
+-- from it (a kill between a save and its log line, then one in the resumed run's first save,
+-- would otherwise leave two steps unlogged).
+if c.step > last then
+  local out = assert(io.open(log, "a"))
+  out:write(c.step, "\n")
+  out:close()
+end
 print("loaded step " .. c.step .. " (last logged " .. last .. ")")
 LUA
 
