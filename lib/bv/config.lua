@@ -585,7 +585,7 @@ end
 -- Parses the words after `bvlua train`. Returns
 --   {config = "path[:args]", workdir = dir|nil, dry_run = bool, help = bool,
 --    nproc = N|nil, backend = "gloo"|"nccl"|nil, device = "auto"|"cpu"|"cuda"|"cuda:N"|nil,
---    overrides = {{key, text}, ...}}   (overrides in command-line order)
+--    profile = {start = N, stop = M}|nil, overrides = {{key, text}, ...}}   (overrides in command-line order)
 -- or nil and a message for usage errors.
 function M.parse_cli(argv)
   local r = {dry_run = false, help = false, overrides = {}}  -- debug: only when given
@@ -636,6 +636,10 @@ function M.parse_cli(argv)
       r.device = eq_value
       if not eq_value then r.device, err = value_after(name) end
       if r.device == "" then err = "--device needs a value (auto, cpu, cuda or cuda:N)" end
+    elseif name == "--profile" then
+      local v = eq_value
+      if not v then v, err = value_after(name) end
+      if not err then r.profile, err = require("bv.profile").parse_window(v) end
     elseif name == "--config" then
       local v = eq_value
       if not v then v, err = value_after(name) end

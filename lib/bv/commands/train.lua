@@ -31,6 +31,9 @@ options:
                          Asking for a GPU that is not there is an error
   --backend NAME         the c10d backend: gloo, nccl or auto (default: nccl when training on
                          CUDA, gloo on the CPU)
+  --profile START:STOP   record steps START to STOP (e.g. 5:8) with libtorch's profiler:
+                         the trace goes to DIR/profile/steps_START-STOP.pt.trace.json (open it
+                         in ui.perfetto.dev or chrome://tracing), the slowest ops to stdout
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
                          err (and run, the workdir); exit with code 1 when it ends
@@ -226,7 +229,7 @@ function M.main(argv)
     guard.rc = M.launch(argv, opts.nproc)
     return guard.rc
   end
-  local run = {config_file = opts.config, device = device}
+  local run = {config_file = opts.config, device = device, profile = opts.profile}
   local env = bv.dist.env()
   if env.world_size > 1 then
     -- One of several processes: join the group; rank 0 alone writes files and the terminal.

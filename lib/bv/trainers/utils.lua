@@ -25,8 +25,8 @@
 -- The trainer state: one table, made by start, that every function here takes first. Its
 -- fields (start sets those down to the durations; the others, the function named):
 --   config, workdir, run   the trainer's arguments; run = {config_file, device, group,
---                          stop_after}, and run.state is what `bvlua train --debug` shows when a
---                          step fails
+--                          stop_after, profile = {start, stop}}, and run.state is what
+--                          `bvlua train --debug` shows when a step fails
 --   shard, rank, world     bv.sharding: how the run spreads over processes
 --   device                 what this process trains on ("cpu", "cuda:0"; run.device, from
 --                          bv.device): parameters and batches go there (to_device)
@@ -49,12 +49,15 @@
 --   last_checked           the last step the NaN guard passed (check_finite)
 --   logged_step, logged_loss   the last step whose training metrics were logged, and its loss
 --                          (log_training); the progress line shows that loss
+--   profiling, profiled    the first step of the --profile window being recorded; whether
+--                          it has been written (step_start, end_of_step)
 local chrono = require "bv.chrono"
 local data = require "bv.data"
 local evaluators = require "bv.evaluators"
 local json = require "bv.json"
 local log = require "bv.log"
 local metrics = require "bv.metrics"
+local profile = require "bv.profile"
 local progress = require "bv.progress"
 local sharding = require "bv.sharding"
 local config_keys = require "bv.config_keys"
@@ -481,6 +484,13 @@ end
 -- device starts on a side stream, so that it overlaps this step's compute (big_vision
 -- prefetches batches to the devices; bv.to_device_async). run.state follows, for --debug.
 function M.step_start(state, step)
+  local window = state.run.profile
+  if window and not state.profiled and not state.profiling and step >= window.start
+      and step <= window.stop then
+    bv.profiler.start({cuda = state.device:match("^cuda") ~= nil})
+    state.profiling = step
+  end
+  if state.profiling then bv.profiler.step(step) end
   state.mw:step_start(step)
   local batch
   if state.first_batch then
@@ -580,6 +590,23 @@ local function save_checkpoint(state, params, step, keep)
   state.chrono:resume()
 end
 
+-- `--profile START:STOP`: the recording of steps state.profiling..`last` ends; its trace goes to
+-- WORKDIR/profile/steps_START-LAST[.rankN].pt.trace.json, and the table of its slowest ops
+-- beside it (.txt) and, on rank 0, to stdout.
+local function write_profile(state, last)
+  local first = state.profiling
+  state.profiling, state.profiled = nil, true
+  local dir = state.workdir:gsub("/+$", "") .. "/profile"
+  bv.fs.mkdirs(dir)
+  local name = string.format("%s/steps_%d-%d%s", dir, first, last,
+                             state.rank > 0 and ".rank" .. state.rank or "")
+  local r = bv.profiler.stop(name .. ".pt.trace.json")
+  local text = profile.table(r, {trace = name .. ".pt.trace.json", title = string.format(
+      "Profile of steps %d-%d on %s with %d threads", first, last, state.device, bv.threads())})
+  bv.fs.write_file(name .. ".txt", text .. "\n")
+  log.note("%s", text)
+end
+
 -- The end of step `step`, the same in every trainer: the progress line (every step on a
 -- terminal, the logged steps in a log), the evaluators that are due, the step's metrics line,
 -- then a checkpoint when one is due or a stop was asked for (on any rank; a stop skips the
@@ -612,6 +639,7 @@ function M.end_of_step(state, step, params, loss)
     state.mw:sync()
     save_checkpoint(state, params, step, keep)
   end
+  if state.profiling and (stop or step >= state.run.profile.stop) then write_profile(state, step) end
   if stop then
     state.mw:close()
     state.progress:finish()
@@ -636,6 +664,17 @@ function M.finish(state)
     else
       log.note("skip_errors: no training example was skipped")
     end
+  end
+  local window = state.run.profile
+  if state.profiling then
+    write_profile(state, state.total_steps)  -- the run ended inside the window
+  elseif window and not state.profiled then
+    log.warn("--profile %d:%d recorded nothing: %s", window.start, window.stop,
+             state.first_step >= state.total_steps
+                 and string.format("no step was left to train (the run ends at step %d)",
+                                   state.total_steps)
+                 or string.format("this run trained steps %d to %d", state.first_step + 1,
+                                  state.total_steps))
   end
   state.mw:close()
   state.progress:finish()

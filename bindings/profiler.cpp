@@ -1,0 +1,90 @@
+// bv.profiler: libtorch's profiler over a stretch of work (runtime/core/profiler.h); the
+// trainers' --profile START:STOP and bv.profile (lib/bv/profile.lua) use it.
+//   bv.profiler.start{cuda = false}
+//   bv.profiler.step(5)                       -- "ProfilerStep#5" in the trace, until the next
+//   local r = bv.profiler.stop("trace.json")  --> {wall_s, steps, steps_s, outside_ops_s,
+//                                             --     ops = {{name, calls, self_s, total_s,
+//                                             --             flops, device}, ...}}
+//   bv.profiler.running()
+#include <lua.hpp>
+
+#include <string>
+
+#include "core/profiler.h"
+#include "lua_util.h"
+
+namespace bv::lua {
+
+namespace {
+
+double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+int profiler_start(lua_State* L) {
+  bool cuda = false;
+  if (!lua_isnoneornil(L, 1)) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, 1, "cuda");
+    cuda = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  profiler::start(cuda);
+  return 0;
+}
+
+int profiler_running(lua_State* L) {
+  lua_pushboolean(L, profiler::running());
+  return 1;
+}
+
+int profiler_step(lua_State* L) {
+  profiler::mark_step(check_int(L, 1));
+  return 0;
+}
+
+int profiler_stop(lua_State* L) {
+  profiler::Result r = profiler::stop(luaL_checkstring(L, 1));
+  lua_createtable(L, 0, 5);
+  lua_pushnumber(L, seconds(r.wall_ns));
+  lua_setfield(L, -2, "wall_s");
+  lua_pushinteger(L, r.steps);
+  lua_setfield(L, -2, "steps");
+  lua_pushnumber(L, seconds(r.steps_ns));
+  lua_setfield(L, -2, "steps_s");
+  lua_pushnumber(L, seconds(r.outside_ops_ns));
+  lua_setfield(L, -2, "outside_ops_s");
+  lua_createtable(L, static_cast<int>(r.ops.size()), 0);
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const profiler::OpTime& op = r.ops[i];
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, op.name.c_str());
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, op.calls);
+    lua_setfield(L, -2, "calls");
+    lua_pushnumber(L, seconds(op.self_ns));
+    lua_setfield(L, -2, "self_s");
+    lua_pushnumber(L, seconds(op.total_ns));
+    lua_setfield(L, -2, "total_s");
+    lua_pushnumber(L, static_cast<double>(op.flops));
+    lua_setfield(L, -2, "flops");
+    lua_pushboolean(L, op.on_device);
+    lua_setfield(L, -2, "device");
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "ops");
+  return 1;
+}
+
+}  // namespace
+
+// Adds bv.profiler to the `bv` table on top of the stack.
+void open_profiler(lua_State* L) {
+  static const luaL_Reg functions[] = {BV_FN("start", profiler_start),
+                                       BV_FN("running", profiler_running),
+                                       BV_FN("step", profiler_step),
+                                       BV_FN("stop", profiler_stop),
+                                       {nullptr, nullptr}};
+  luaL_newlib(L, functions);
+  lua_setfield(L, -2, "profiler");
+}
+
+}  // namespace bv::lua

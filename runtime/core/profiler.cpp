@@ -1,0 +1,159 @@
+#include "core/profiler.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "core/error.h"
+
+namespace bv::profiler {
+
+namespace kineto = torch::autograd::profiler;
+namespace impl = torch::profiler::impl;
+
+std::vector<OpTime> summarize(std::vector<Event> events) {
+  // Self time: walk each thread's host events in start order (the enclosing one first when two
+  // start together) with a stack of the open ones; an event's parent is the innermost open
+  // event that has not ended when it starts.
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    if (a.thread != b.thread) return a.thread < b.thread;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns > b.end_ns;
+  });
+  std::vector<int64_t> child_ns(events.size(), 0);
+  std::vector<size_t> open;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.on_device) continue;
+    if (!open.empty() && events[open.back()].thread != e.thread) open.clear();
+    while (!open.empty() && events[open.back()].end_ns <= e.start_ns) open.pop_back();
+    if (!open.empty()) {
+      // A child that outlives its parent (clocks read on different cores) counts up to the
+      // parent's end only.
+      int64_t end = std::min(e.end_ns, events[open.back()].end_ns);
+      child_ns[open.back()] += std::max<int64_t>(0, end - e.start_ns);
+    }
+    open.push_back(i);
+  }
+  std::map<std::pair<std::string, bool>, OpTime> by_name;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    OpTime& op = by_name[{e.name, e.on_device}];
+    op.name = e.name;
+    op.on_device = e.on_device;
+    op.calls += 1;
+    int64_t duration = std::max<int64_t>(0, e.end_ns - e.start_ns);
+    op.total_ns += duration;
+    op.self_ns += std::max<int64_t>(0, duration - child_ns[i]);
+    op.flops += e.flops;
+  }
+  std::vector<OpTime> ops;
+  for (auto& [key, op] : by_name) ops.push_back(std::move(op));
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const OpTime& a, const OpTime& b) { return a.self_ns > b.self_ns; });
+  return ops;
+}
+
+namespace {
+
+// The recording under way: the step range open now, when it began.
+struct Recording {
+  std::unique_ptr<at::RecordFunction> step;
+  std::chrono::steady_clock::time_point began;
+  int64_t steps = 0;
+};
+std::unique_ptr<Recording> g_recording;
+
+const char kStepPrefix[] = "ProfilerStep#";
+
+}  // namespace
+
+bool running() { return g_recording != nullptr; }
+
+void start(bool cuda) {
+  BV_CHECK(!g_recording, "profiler: a recording is already under way (stop it first)");
+  BV_CHECK(!kineto::isProfilerEnabledInMainThread() && !impl::profilerEnabled(),
+           "profiler: libtorch's profiler is already recording in this process");
+  impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true,
+                              /*profile_memory=*/false, /*with_stack=*/false,
+                              /*with_flops=*/true);
+  // Kineto prints a line to stderr at each start and stop unless told otherwise; a user's own
+  // KINETO_LOG_LEVEL wins.
+  ::setenv("KINETO_LOG_LEVEL", "6", /*overwrite=*/0);
+  std::set<impl::ActivityType> activities = {impl::ActivityType::CPU};
+  if (cuda) activities.insert(impl::ActivityType::CUDA);
+  kineto::prepareProfiler(config, activities);
+  kineto::enableProfiler(config, activities);
+  g_recording = std::make_unique<Recording>();
+  g_recording->began = std::chrono::steady_clock::now();
+}
+
+void mark_step(int64_t step) {
+  if (!g_recording) return;
+  g_recording->step.reset();  // its destructor ends the previous step's range
+  g_recording->step = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (g_recording->step->isActive()) {
+    g_recording->step->before(std::string(kStepPrefix) + std::to_string(step));
+  }
+  g_recording->steps += 1;
+}
+
+Result stop(const std::string& trace_path) {
+  BV_CHECK(g_recording, "profiler: no recording is under way (start one first)");
+  std::unique_ptr<Recording> recording = std::move(g_recording);
+  recording->step.reset();
+  auto wall = std::chrono::steady_clock::now() - recording->began;
+  std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();
+  BV_CHECK(result, "profiler: libtorch returned no recording");
+
+  Result out;
+  out.wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count();
+  out.steps = recording->steps;
+  std::vector<Event> events;
+  for (const kineto::KinetoEvent& k : result->events()) {
+    if (k.isHiddenEvent()) continue;
+    Event e;
+    e.name = k.name();
+    e.thread = k.startThreadId();
+    e.start_ns = static_cast<int64_t>(k.startNs());
+    e.end_ns = static_cast<int64_t>(k.endNs());
+    e.flops = k.flops();
+    e.on_device = k.deviceType() != c10::DeviceType::CPU;
+    events.push_back(std::move(e));
+  }
+  std::vector<OpTime> ops = summarize(std::move(events));
+  for (OpTime& op : ops) {
+    if (!op.on_device && op.name.rfind(kStepPrefix, 0) == 0) {
+      out.steps_ns += op.total_ns;
+      out.outside_ops_ns += op.self_ns;
+    } else {
+      out.ops.push_back(std::move(op));
+    }
+  }
+
+  // Written beside and renamed, so that a trace with this name is always whole.
+  std::filesystem::path path(trace_path);
+  std::error_code ec;
+  std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  BV_CHECK(std::filesystem::is_directory(dir, ec), "profiler: cannot write the trace to '",
+           trace_path, "': no directory '", dir.string(), "'");
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  result->save(tmp.string());
+  BV_CHECK(std::filesystem::is_regular_file(tmp, ec) && std::filesystem::file_size(tmp, ec) > 0,
+           "profiler: could not write the trace to '", tmp.string(), "'");
+  std::filesystem::rename(tmp, path, ec);
+  BV_CHECK(!ec, "profiler: could not rename '", tmp.string(), "' to '", trace_path,
+           "': ", ec.message());
+  return out;
+}
+
+}  // namespace bv::profiler
