@@ -50,10 +50,10 @@ bool running();
 void mark_step(int64_t step);
 
 struct Result {
-  std::vector<OpTime> ops;  // summarize()'s, the step ranges excluded (see steps_ns)
-  int64_t wall_ns = 0;      // from start() to stop()
-  int64_t steps = 0;        // step ranges recorded (mark_step calls)
-  int64_t steps_ns = 0;     // their time, and of it, the time no op of libtorch ran on
+  std::vector<OpTime> ops;     // summarize()'s, the step ranges excluded (see steps_ns)
+  int64_t wall_ns = 0;         // from start() to stop()
+  int64_t steps = 0;           // step ranges recorded (mark_step calls)
+  int64_t steps_ns = 0;        // their time, and of it, the time no op of libtorch ran on
   int64_t outside_ops_ns = 0;  // the recording thread (Lua, waits, the host side of a step)
 };
 

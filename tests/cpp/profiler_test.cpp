@@ -21,8 +21,8 @@ using bv::test::error_of;
 
 namespace {
 
-Event ev(const std::string& name, uint64_t thread, int64_t start, int64_t end,
-         uint64_t flops = 0, bool device = false) {
+Event ev(const std::string& name, uint64_t thread, int64_t start, int64_t end, uint64_t flops = 0,
+         bool device = false) {
   Event e;
   e.name = name;
   e.thread = thread;
@@ -47,9 +47,9 @@ TEST_CASE("profiler summarize: self time leaves out direct children, per thread"
   // thread 1: linear [0, 100) calls addmm [10, 70) which calls mm [20, 50); then add [100, 120).
   // thread 2: addmm [0, 40) overlaps thread 1's linear but is not its child.
   std::vector<Event> events = {
-      ev("aten::add", 1, 100, 120),          ev("aten::mm", 1, 20, 50, 1000),
-      ev("aten::linear", 1, 0, 100),         ev("aten::addmm", 1, 10, 70, 2000),
-      ev("aten::addmm", 2, 0, 40, 500),      ev("kernel", 1, 5, 95, 0, true),
+      ev("aten::add", 1, 100, 120),     ev("aten::mm", 1, 20, 50, 1000),
+      ev("aten::linear", 1, 0, 100),    ev("aten::addmm", 1, 10, 70, 2000),
+      ev("aten::addmm", 2, 0, 40, 500), ev("kernel", 1, 5, 95, 0, true),
   };
   auto ops = bv::profiler::summarize(events);
   const OpTime& linear = find(ops, "aten::linear");
@@ -70,8 +70,7 @@ TEST_CASE("profiler summarize: self time leaves out direct children, per thread"
   for (size_t i = 1; i < ops.size(); ++i) CHECK(ops[i - 1].self_ns >= ops[i].self_ns);
 }
 
-TEST_CASE("profiler summarize: events that start together nest, the longer outside",
-          "[profiler]") {
+TEST_CASE("profiler summarize: events that start together nest, the longer outside", "[profiler]") {
   auto ops = bv::profiler::summarize(
       {ev("inner", 7, 0, 10), ev("outer", 7, 0, 30), ev("next", 7, 30, 35)});
   CHECK(find(ops, "outer").self_ns == 20);
