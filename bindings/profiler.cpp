@@ -4,7 +4,7 @@
 //   bv.profiler.step(5)                       -- "ProfilerStep#5" in the trace, until the next
 //   local r = bv.profiler.stop("trace.json")  --> {wall_s, steps, steps_s, outside_ops_s,
 //                                             --     ops = {{name, calls, self_s, total_s,
-//                                             --             flops, device}, ...}}
+//                                             --             device}, ...}}
 //   bv.profiler.running()
 #include <lua.hpp>
 
@@ -64,8 +64,6 @@ int profiler_stop(lua_State* L) {
     lua_setfield(L, -2, "self_s");
     lua_pushnumber(L, seconds(op.total_ns));
     lua_setfield(L, -2, "total_s");
-    lua_pushnumber(L, static_cast<double>(op.flops));
-    lua_setfield(L, -2, "flops");
     lua_pushboolean(L, op.on_device);
     lua_setfield(L, -2, "device");
     lua_seti(L, -2, static_cast<lua_Integer>(i + 1));

@@ -29,54 +29,43 @@ local function ms(s) return string.format("%10.1f", s * 1e3) end
 -- The summary bv.profiler.stop returned, as a table of the `top` (default 15) ops with the
 -- largest self time (an op's own time, without the ops it called), host ops and GPU kernels
 -- apart. Percentages are of the recorded steps' time (or of the whole recording, when no
--- steps were marked); GFLOP/s is libtorch's FLOP count of an op over its total time.
+-- steps were marked).
 function M.table(r, opts)
   opts = opts or {}
   local top = opts.top or 15
-  local whole = r.steps > 0 and r.steps_s or r.wall_s
+  local whole = math.max(r.steps > 0 and r.steps_s or r.wall_s, 1e-12)
   local lines = {}
   local function add(...) lines[#lines + 1] = string.format(...) end
+  local function row(self_s, total, calls, name)
+    add("%10.1f %6.1f%% %10s %8s  %s", self_s * 1e3, 100 * self_s / whole, total, calls, name)
+  end
   local function section(title, device)
-    local shown, rest, rest_n, flops = 0, 0, 0, 0
+    local shown, rest, rest_n = 0, 0, 0
     add("%s", title)
-    add("%10s %7s %10s %8s %8s  %s", "self ms", "self %", "total ms", "calls", "GFLOP/s", "op")
+    add("%10s %7s %10s %8s  %s", "self ms", "self %", "total ms", "calls", "op")
     for _, op in ipairs(r.ops) do
       if op.device == device then
-        flops = flops + op.flops
         if shown < top then
           shown = shown + 1
-          local gflops = (op.flops > 0 and op.total_s > 0)
-              and string.format("%8.1f", op.flops / op.total_s * 1e-9) or ""
-          add("%s %6.1f%% %s %8d %8s  %s", ms(op.self_s), 100 * op.self_s / math.max(whole, 1e-12),
-              ms(op.total_s), op.calls, gflops, op.name)
+          row(op.self_s, string.format("%.1f", op.total_s * 1e3), op.calls, op.name)
         else
           rest, rest_n = rest + op.self_s, rest_n + 1
         end
       end
     end
-    if rest_n > 0 then
-      add("%s %6.1f%% %10s %8s %8s  (%d other ops)", ms(rest), 100 * rest / math.max(whole, 1e-12),
-          "", "", "", rest_n)
-    end
-    return shown, flops
+    if rest_n > 0 then row(rest, "", "", string.format("(%d other ops)", rest_n)) end
   end
   local what = r.steps > 0 and string.format("%d step(s), %.3f s, %.3f s per step", r.steps,
                                              r.steps_s, r.steps_s / r.steps)
       or string.format("%.3f s", r.wall_s)
   add("%s (%s)", opts.title or "Profile", what)
-  local _, flops = section("host ops, by self time:", false)
+  section("host ops, by self time:", false)
   if r.steps > 0 then
-    add("%s %6.1f%% %10s %8s %8s  (in the steps but in no op: Lua, waiting for data, logging)",
-        ms(r.outside_ops_s), 100 * r.outside_ops_s / math.max(whole, 1e-12), "", "", "")
+    row(r.outside_ops_s, "", "", "(in the steps but in no op: Lua, waiting for data, logging)")
   end
   local has_device = false
   for _, op in ipairs(r.ops) do has_device = has_device or op.device end
   if has_device then section("GPU kernels and copies, by time:", true) end
-  if flops > 0 then
-    add("FLOPs counted (forward matmuls and convolutions only): %.2f GFLOP, %.2f GFLOP/s over "
-        .. "the %s", flops * 1e-9, flops * 1e-9 / math.max(whole, 1e-12),
-        r.steps > 0 and "steps" or "recording")
-  end
   if opts.trace then
     add("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)", opts.trace)
   end

@@ -53,7 +53,6 @@ std::vector<OpTime> summarize(std::vector<Event> events) {
     int64_t duration = std::max<int64_t>(0, e.end_ns - e.start_ns);
     op.total_ns += duration;
     op.self_ns += std::max<int64_t>(0, duration - child_ns[i]);
-    op.flops += e.flops;
   }
   std::vector<OpTime> ops;
   for (auto& [key, op] : by_name) ops.push_back(std::move(op));
@@ -82,9 +81,9 @@ void start(bool cuda) {
   BV_CHECK(!g_recording, "profiler: a recording is already under way (stop it first)");
   BV_CHECK(!kineto::isProfilerEnabledInMainThread() && !impl::profilerEnabled(),
            "profiler: libtorch's profiler is already recording in this process");
-  impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true,
-                              /*profile_memory=*/false, /*with_stack=*/false,
-                              /*with_flops=*/true);
+  // Input shapes go into the trace (Perfetto shows them per op). No FLOP counts: libtorch has
+  // formulas for a few ops only, and warns once per call about the convolutions our models make.
+  impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true);
   // Kineto prints a line to stderr at each start and stop unless told otherwise; a user's own
   // KINETO_LOG_LEVEL wins.
   ::setenv("KINETO_LOG_LEVEL", "6", /*overwrite=*/0);
@@ -125,7 +124,6 @@ Result stop(const std::string& trace_path) {
     e.thread = k.startThreadId();
     e.start_ns = static_cast<int64_t>(k.startNs());
     e.end_ns = static_cast<int64_t>(k.endNs());
-    e.flops = k.flops();
     e.on_device = k.deviceType() != c10::DeviceType::CPU;
     events.push_back(std::move(e));
   }

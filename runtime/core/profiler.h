@@ -5,8 +5,7 @@
 // returns the ops summed by name for a table of the slowest ones.
 //
 // One recording at a time per process, on the thread that started it: ops on other threads
-// (the data pipeline's workers) are not in it. FLOPs are libtorch's count, made for the ops it
-// has a formula for (matmuls and forward convolutions; not their backward).
+// (the data pipeline's workers) are not in it.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +20,6 @@ struct Event {
   std::string name;
   uint64_t thread = 0;
   int64_t start_ns = 0, end_ns = 0;
-  uint64_t flops = 0;
   bool on_device = false;  // a GPU kernel or copy (its own timeline, never nested)
 };
 
@@ -31,7 +29,6 @@ struct OpTime {
   std::string name;
   int64_t calls = 0;
   int64_t self_ns = 0, total_ns = 0;
-  uint64_t flops = 0;
   bool on_device = false;
 };
 

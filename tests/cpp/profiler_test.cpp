@@ -21,14 +21,13 @@ using bv::test::error_of;
 
 namespace {
 
-Event ev(const std::string& name, uint64_t thread, int64_t start, int64_t end, uint64_t flops = 0,
+Event ev(const std::string& name, uint64_t thread, int64_t start, int64_t end,
          bool device = false) {
   Event e;
   e.name = name;
   e.thread = thread;
   e.start_ns = start;
   e.end_ns = end;
-  e.flops = flops;
   e.on_device = device;
   return e;
 }
@@ -47,9 +46,8 @@ TEST_CASE("profiler summarize: self time leaves out direct children, per thread"
   // thread 1: linear [0, 100) calls addmm [10, 70) which calls mm [20, 50); then add [100, 120).
   // thread 2: addmm [0, 40) overlaps thread 1's linear but is not its child.
   std::vector<Event> events = {
-      ev("aten::add", 1, 100, 120),     ev("aten::mm", 1, 20, 50, 1000),
-      ev("aten::linear", 1, 0, 100),    ev("aten::addmm", 1, 10, 70, 2000),
-      ev("aten::addmm", 2, 0, 40, 500), ev("kernel", 1, 5, 95, 0, true),
+      ev("aten::add", 1, 100, 120), ev("aten::mm", 1, 20, 50),   ev("aten::linear", 1, 0, 100),
+      ev("aten::addmm", 1, 10, 70), ev("aten::addmm", 2, 0, 40), ev("kernel", 1, 5, 95, true),
   };
   auto ops = bv::profiler::summarize(events);
   const OpTime& linear = find(ops, "aten::linear");
@@ -60,7 +58,6 @@ TEST_CASE("profiler summarize: self time leaves out direct children, per thread"
   CHECK(addmm.calls == 2);
   CHECK(addmm.total_ns == 100);
   CHECK(addmm.self_ns == 30 + 40);  // thread 1: 60 - mm's 30; thread 2: all of it
-  CHECK(addmm.flops == 2500);
   CHECK(find(ops, "aten::mm").self_ns == 30);
   CHECK(find(ops, "aten::add").self_ns == 20);
   // A device kernel is never a parent or a child: its time is its own.
@@ -78,7 +75,7 @@ TEST_CASE("profiler summarize: events that start together nest, the longer outsi
   CHECK(find(ops, "next").self_ns == 5);  // starts as outer ends: a sibling, not a child
 }
 
-TEST_CASE("profiler records libtorch ops with FLOPs and writes a Chrome trace", "[profiler]") {
+TEST_CASE("profiler records libtorch ops and writes a Chrome trace", "[profiler]") {
   bv::test::TempDir dir("bv_profiler");
   std::string trace = dir.path + "/t.pt.trace.json";
   auto a = at::randn({64, 128});
@@ -98,7 +95,6 @@ TEST_CASE("profiler records libtorch ops with FLOPs and writes a Chrome trace", 
   CHECK(r.wall_ns >= r.steps_ns);
   const OpTime& mm = find(r.ops, "aten::mm");
   CHECK(mm.calls == 1);
-  CHECK(mm.flops == 2 * 64 * 128 * 32);
   find(r.ops, "aten::relu");
   for (const OpTime& op : r.ops) CHECK(op.name.rfind("ProfilerStep#", 0) != 0);
 
