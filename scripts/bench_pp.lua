@@ -1,4 +1,4 @@
--- The pp benchmark's bvlua side (scripts/bench_pp runs it next to the Python peers).
+-- The pp benchmark's bvlua side (scripts/bench's pp section runs it next to the peers).
 --   bvlua run scripts/bench_pp.lua make DIR [N]          writes N (300) JPEGs of 500x375
 --   bvlua run scripts/bench_pp.lua run DIR PP WORKERS    prints "images/s"
 -- "run" pushes every file through the input pipeline (bv.data.inference, WORKERS threads, one

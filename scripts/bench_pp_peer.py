@@ -1,5 +1,5 @@
 # The pp benchmark's peers: the same work done by PIL and by torchvision (from PyPI, in the
-# venv) on the same files. Run by scripts/bench_pp; prints images per second.
+# venv) on the same files. Run by scripts/bench (its pp section); prints images per second.
 #   .venv/bin/python scripts/bench_pp_peer.py DIR {resize|inception} {pil|torchvision} PROCESSES
 import os, sys, time
 from multiprocessing import Pool

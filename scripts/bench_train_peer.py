@@ -1,11 +1,15 @@
 # The training-step benchmark's PyTorch side: the same step (forward, softmax cross-entropy,
 # backward, SGD update) as a Python loop on the venv's torch wheel and torchvision, eager or with
 # the model under torch.compile (Inductor's C++ code on the CPU; compiled before timing starts).
-#   .venv/bin/python scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS [eager|compile]
-#   -> "steps/s minor-page-faults-per-step kernel-share-of-cpu-time" (as scripts/bench_train.lua)
+#   .venv/bin/python scripts/bench_train_peer.py MODEL RES BATCH STEPS THREADS [eager|compile|flops] [train|bf16|eval]
+#   -> "steps/s minor-page-faults-per-step kernel-share-of-cpu-time" (as scripts/bench_train.lua);
+#      flops: the FLOPs of one step (torch.utils.flop_counter: matmuls and convolutions,
+#      forward and backward), which scripts/bench divides by each side's step time
+# bf16: the step under torch.autocast("cpu", torch.bfloat16); eval: the forward pass alone
+# under torch.no_grad.
 # bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
-# convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vits16 / vitti16:
-# torchvision's VisionTransformer with ViT-S / Ti sizes.
+# convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vit*: torchvision's
+# VisionTransformer with ViT-Ti / S / B sizes.
 import resource
 import sys
 import time
@@ -17,7 +21,9 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 name, res, batch, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 mode = sys.argv[6] if len(sys.argv) > 6 else "eager"
-assert mode in ("eager", "compile"), mode
+work = sys.argv[7] if len(sys.argv) > 7 else "train"
+assert mode in ("eager", "compile", "flops"), mode
+assert work in ("train", "bf16", "eval"), work
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 class StdConv2d(nn.Conv2d):
@@ -34,7 +40,7 @@ if name == "bit26":
     model = resnet.ResNet(resnet.Bottleneck, [2, 2, 2, 2], num_classes=1000,
                           norm_layer=lambda c: nn.GroupNorm(32, c))
 else:
-    width, heads = (384, 6) if name == "vits16" else (192, 3)
+    width, heads = {"vitti16": (192, 3), "vits16": (384, 6), "vitb16": (768, 12)}[name]
     model = VisionTransformer(image_size=res, patch_size=16, num_layers=12, num_heads=heads,
                               hidden_dim=width, mlp_dim=4 * width, num_classes=1000)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -45,10 +51,24 @@ labels = torch.randint(0, 1000, (batch,))
 
 
 def step():
+    if work == "eval":
+        with torch.no_grad():
+            model(images)
+        return
     opt.zero_grad(set_to_none=True)
-    loss = nn.functional.cross_entropy(model(images), labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=work == "bf16"):
+        loss = nn.functional.cross_entropy(model(images), labels)
     loss.backward()
     opt.step()
+
+
+if mode == "flops":
+    from torch.utils.flop_counter import FlopCounterMode
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    print(counter.get_total_flops())
+    sys.exit(0)
 
 
 def usage():

@@ -1,0 +1,337 @@
+-- scripts/bench's driver (run by bvlua; scripts/bench installs the peers first). Every number of
+-- the README's speed section comes from here: each side measured in its own process, the sides
+-- alternating ROUNDS times and compared by their medians, printed as tables and written as JSON.
+--   bvlua run scripts/bench.lua [SECTION...] [--json FILE] [--compare OLD.json] [--rounds N]
+-- SECTIONs (default: all but sharding):
+--   gemm      the machine's peak as libtorch reaches it: a 2048^3 matmul, float32 and bfloat16
+--   train     a training step of each model (MODELS) against PyTorch eager and torch.compile on
+--             the same wheel and threads, float32 and bf16 autocast (MODES); GFLOP/s from the
+--             step's FLOPs (PyTorch's FlopCounterMode) over each side's step time
+--   eval      the forward pass alone (an evaluator's batch), the same peers
+--   pp        the input pipeline against PIL, torchvision and tf.data, on one core and on all
+--   startup   `bvlua --version`, and `bvlua train configs/bit_lines.lua:quick` from its start
+--             to the end of its first training step (its data drawn beforehand)
+--   sharding  scripts/bench_sharding.lua's three strategies in 2 processes
+-- Environment: MODELS ("bit26:224:32:2 ..." as model:res:batch:steps), MODES ("train bf16"),
+-- COMPILE=0 (no torch.compile sides: their compiles take minutes), BENCH_DIR (the JPEGs).
+local json = require "bv.json"
+
+local BVLUA = os.getenv("BVLUA") or "build/bvlua"
+local PY = os.getenv("BV_PYTHON") or ".venv/bin/python"
+local TF_PY = ".bench/tf/bin/python"
+local THREADS = bv.threads()
+
+local sections, json_path, compare_path, rounds = {}, nil, nil, 3
+do
+  local i = 1
+  while i <= #arg do
+    local a = arg[i]
+    if a == "--json" then json_path, i = arg[i + 1], i + 1
+    elseif a == "--compare" then compare_path, i = arg[i + 1], i + 1
+    elseif a == "--rounds" then rounds, i = math.tointeger(tonumber(arg[i + 1])), i + 1
+    elseif a:sub(1, 1) == "-" then error("bench: unknown option " .. a, 0)
+    else sections[#sections + 1] = a end
+    i = i + 1
+  end
+  if not rounds or rounds < 1 then error("bench: --rounds wants a whole number >= 1", 0) end
+  if #sections == 0 then sections = {"gemm", "train", "eval", "pp", "startup"} end
+end
+
+-- The output of a shell command, trimmed; an error naming the command when it fails.
+local function sh(cmd)
+  local f = assert(io.popen(cmd .. " 2>/tmp/bvlua_bench.err"))
+  local out = f:read("a")
+  local ok, _, code = f:close()
+  if not ok then
+    local err = io.open("/tmp/bvlua_bench.err"):read("a")
+    error(string.format("bench: `%s` failed (exit %s):\n%s", cmd, tostring(code), err), 0)
+  end
+  return (out:gsub("%s+$", ""))
+end
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local function words(s)
+  local w = {}
+  for x in s:gmatch("%S+") do w[#w + 1] = x end
+  return w
+end
+local function median(xs)
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
+  table.sort(s)
+  return s[(#s + 1) // 2]
+end
+local function ratio(a, b) return (a and b and b > 0) and a / b or nil end
+local function fmt(x, pattern)
+  if x == nil then return "-" end
+  return string.format(pattern or "%.3g", x)
+end
+
+local result = {date = os.date("!%Y-%m-%d %H:%M UTC"), threads = THREADS, rounds = rounds}
+
+-- The machine and the versions of everything measured.
+local function machine()
+  local cpu = sh("sed -n 's/^model name\\s*: //p' /proc/cpuinfo | head -1")
+  local flags = sh("grep -m1 '^flags' /proc/cpuinfo")
+  result.machine = {cpu = cpu, cores = tonumber(sh("nproc")), threads = THREADS,
+                    avx512_bf16 = flags:find("avx512_bf16") ~= nil,
+                    memory_gib = tonumber(sh("awk '/MemTotal/ {print $2}' /proc/meminfo")) / 2^20}
+  local function py_version(py, module)
+    local ok, out = pcall(sh, py .. " -c " .. q("import " .. module .. "; print(" .. module
+                                                 .. ".__version__)"))
+    return ok and out or nil
+  end
+  local has_git, commit = pcall(sh, "git rev-parse --short HEAD")
+  result.versions = {
+    bvlua = bv.version, commit = has_git and commit or nil,
+    libtorch = bv.torch_version, torch = py_version(PY, "torch"),
+    torchvision = py_version(PY, "torchvision"), pillow = py_version(PY, "PIL"),
+    tensorflow = py_version(TF_PY, "tensorflow"),
+  }
+  print(string.format("%s: %s, %d cores (%d threads used), %.0f GiB%s", result.date, cpu,
+                      result.machine.cores, THREADS, result.machine.memory_gib,
+                      result.machine.avx512_bf16 and ", AVX-512 BF16" or ""))
+  local v = result.versions
+  print(string.format("bvlua %s (%s) on libtorch %s; peers: torch %s, torchvision %s, "
+                      .. "Pillow %s, TensorFlow %s", v.bvlua, v.commit, v.libtorch, v.torch,
+                      v.torchvision, v.pillow, v.tensorflow or "(not installed)"))
+end
+
+local SECTIONS = {}
+
+function SECTIONS.gemm()
+  local n = 2048
+  result.gemm = {}
+  print(string.format("\ngemm: %d x %d x %d matmul, GFLOP/s (the best of 5)", n, n, n))
+  for _, dtype in ipairs({"float32", "bfloat16"}) do
+    local a, b = bv.randn({n, n}):to(dtype), bv.randn({n, n}):to(dtype)
+    a:matmul(b)  -- warm-up
+    local best = math.huge
+    for _ = 1, 5 do
+      local t = bv.clock()
+      a:matmul(b)
+      best = math.min(best, bv.clock() - t)
+    end
+    result.gemm[dtype] = 2 * n ^ 3 / best * 1e-9
+    print(string.format("  %-9s %8.1f", dtype, result.gemm[dtype]))
+  end
+end
+
+-- The train and eval sections: bvlua's scripts/bench_train.lua against scripts/bench_train_peer.py,
+-- eager and compiled, each with glibc's malloc (PyTorch's default) and with bvlua's jemalloc and
+-- settings preloaded; ratios against the faster of each pair.
+local JEMALLOC = sh("ls /usr/lib/*-linux-gnu/libjemalloc.so.2 2>/dev/null | head -1")
+local JE_CONF = sh("sed -n 's/.*malloc_conf = \"\\(.*\\)\";/\\1/p' bindings/malloc_conf.cpp")
+
+local function step_rows(work, modes)
+  local models = words(os.getenv("MODELS") or
+      "bit26:224:32:2 vits16:224:32:2 vitb16:224:8:2 vitti16:64:32:10")
+  local compile = os.getenv("COMPILE") ~= "0"
+  local rows = {}
+  print(string.format("\n%s: steps/s (median of %d), GFLOP/s; flt = minor page faults per "
+                      .. "step, sys = the kernel's share of CPU time; x = bvlua / the faster "
+                      .. "of the peer with and without jemalloc", work, rounds))
+  print(string.format("%-8s %4s %5s %5s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %7s %9s",
+                      "model", "res", "batch", "mode", "bvlua", "GFLOP/s", "flt", "sys",
+                      "eager", "eag+je", "flt", "compile", "cmp+je", "x_eager", "x_compile"))
+  for _, m in ipairs(models) do
+    local name, res, batch, steps = m:match("^(%w+):(%d+):(%d+):(%d+)$")
+    if not name then error("bench: MODELS entry '" .. m .. "' is not model:res:batch:steps", 0) end
+    for _, mode in ipairs(modes) do
+      local args = table.concat({name, res, batch, steps}, " ")
+      local flops = tonumber(sh(string.format("%s scripts/bench_train_peer.py %s %d flops %s",
+                                              PY, args, THREADS, mode)))
+      local function peer(kind, je)
+        local env = je and string.format("LD_PRELOAD=%s MALLOC_CONF=%s ", JEMALLOC, q(JE_CONF)) or ""
+        return words(sh(string.format("%s%s scripts/bench_train_peer.py %s %d %s %s", env, PY,
+                                      args, THREADS, kind, mode)))
+      end
+      local runs = {ours = {}, eager = {}, eager_je = {}, compile = {}, compile_je = {}}
+      for _ = 1, rounds do
+        runs.ours[#runs.ours + 1] = words(sh(string.format("%s --threads %d run scripts/bench_train.lua %s %s",
+                                                           BVLUA, THREADS, args, mode)))
+        runs.eager[#runs.eager + 1] = peer("eager", false)
+        runs.eager_je[#runs.eager_je + 1] = peer("eager", true)
+        if compile then
+          runs.compile[#runs.compile + 1] = peer("compile", false)
+          runs.compile_je[#runs.compile_je + 1] = peer("compile", true)
+        end
+      end
+      local function side(r)
+        if #r == 0 then return nil end
+        local col = function(i)
+          local xs = {}
+          for k, w in ipairs(r) do xs[k] = tonumber(w[i]) end
+          return median(xs)
+        end
+        local rate = col(1)
+        return {steps_s = rate, faults_per_step = col(2), sys_share = col(3),
+                gflops = flops * rate * 1e-9}
+      end
+      local row = {model = name, res = tonumber(res), batch = tonumber(batch), mode = mode,
+                   flops_per_step = flops, bvlua = side(runs.ours), eager = side(runs.eager),
+                   eager_je = side(runs.eager_je), compile = side(runs.compile),
+                   compile_je = side(runs.compile_je)}
+      local function best(a, b) return math.max(a and a.steps_s or 0, b and b.steps_s or 0) end
+      row.x_eager = ratio(row.bvlua.steps_s, best(row.eager, row.eager_je))
+      row.x_compile = compile and ratio(row.bvlua.steps_s, best(row.compile, row.compile_je)) or nil
+      rows[#rows + 1] = row
+      local function r(s) return s and s.steps_s end
+      print(string.format("%-8s %4s %5s %5s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %6sx %8sx",
+                          name, res, batch, mode, fmt(r(row.bvlua)), fmt(row.bvlua.gflops, "%.1f"),
+                          fmt(row.bvlua.faults_per_step, "%d"), fmt(row.bvlua.sys_share, "%.2f"),
+                          fmt(r(row.eager)), fmt(r(row.eager_je)),
+                          fmt(row.eager.faults_per_step, "%d"), fmt(r(row.compile)),
+                          fmt(r(row.compile_je)), fmt(row.x_eager, "%.2f"),
+                          fmt(row.x_compile, "%.2f")))
+    end
+  end
+  return rows
+end
+
+function SECTIONS.train() result.train = step_rows("train", words(os.getenv("MODES") or "train bf16")) end
+function SECTIONS.eval() result.eval = step_rows("eval", {"eval"}) end
+
+function SECTIONS.pp()
+  local dir = os.getenv("BENCH_DIR") or "/tmp/bvlua_bench_jpegs"
+  if not bv.fs.exists(dir .. "/files.jsonl") then
+    sh(string.format("%s run scripts/bench_pp.lua make %s 300", BVLUA, q(dir)))
+  end
+  local PP = {resize = "decode|resize(224)|value_range(-1, 1)",
+              inception = "decode|inception_crop(224)|flip_lr|value_range(-1, 1)"}
+  local has_tf = bv.fs.exists(TF_PY)
+  result.pp = {}
+  print(string.format("\npp: images/s through the input pipeline (300 generated 500x375 JPEGs, "
+                      .. "the median of %d), x = bvlua / peer", rounds))
+  print(string.format("%-10s %5s | %8s %8s %11s %8s | %6s %6s %8s", "task", "cores", "bvlua",
+                      "PIL", "torchvision", "tf.data", "x_PIL", "x_tv", "x_tfdata"))
+  for _, task in ipairs({"resize", "inception"}) do
+    for _, cores in ipairs(THREADS > 1 and {1, THREADS} or {1}) do
+      local runs = {ours = {}, pil = {}, tv = {}, tf = {}}
+      for _ = 1, rounds do
+        table.insert(runs.ours, tonumber(sh(string.format("%s --threads 1 run scripts/bench_pp.lua run %s %s %d",
+                                                          BVLUA, q(dir), q(PP[task]), cores))))
+        table.insert(runs.pil, tonumber(sh(string.format("%s scripts/bench_pp_peer.py %s %s pil %d",
+                                                         PY, q(dir), task, cores))))
+        table.insert(runs.tv, tonumber(sh(string.format("%s scripts/bench_pp_peer.py %s %s torchvision %d",
+                                                        PY, q(dir), task, cores))))
+        if has_tf then
+          table.insert(runs.tf, tonumber(sh(string.format("%s scripts/bench_pp_tf.py %s %s %d",
+                                                          TF_PY, q(dir), task, cores))))
+        end
+      end
+      local row = {task = task, cores = cores, bvlua = median(runs.ours), pil = median(runs.pil),
+                   torchvision = median(runs.tv), tfdata = has_tf and median(runs.tf) or nil}
+      row.x_pil, row.x_torchvision = ratio(row.bvlua, row.pil), ratio(row.bvlua, row.torchvision)
+      row.x_tfdata = ratio(row.bvlua, row.tfdata)
+      result.pp[#result.pp + 1] = row
+      print(string.format("%-10s %5d | %8.1f %8.1f %11.1f %8s | %5.2fx %5.2fx %7sx", task, cores,
+                          row.bvlua, row.pil, row.torchvision, fmt(row.tfdata, "%.1f"), row.x_pil,
+                          row.x_torchvision, fmt(row.x_tfdata, "%.2f")))
+    end
+  end
+end
+
+function SECTIONS.startup()
+  local version = {}
+  for i = 1, 5 do
+    local t = bv.clock()
+    sh(BVLUA .. " --version >/dev/null")
+    version[i] = bv.clock() - t
+  end
+  -- The quick config's data drawn first (its prepare), then timed runs of one step each, in a
+  -- fresh workdir: from the spawn to the first step's line in the metrics file.
+  local tmp = sh("mktemp -d")
+  local cmd = {BVLUA, "train", "configs/bit_lines.lua:quick", "--config.total_steps=1"}
+  sh(table.concat(cmd, " ") .. " --workdir " .. q(tmp .. "/warm") .. " >/dev/null")
+  local first, whole = {}, {}
+  for i = 1, rounds do
+    local workdir = string.format("%s/r%d", tmp, i)
+    local argv = {table.unpack(cmd)}
+    argv[#argv + 1] = "--workdir=" .. workdir
+    local t = bv.clock()
+    local pid = bv._proc.spawn(argv, {}, tmp .. "/log")
+    local code
+    while true do
+      code = bv._proc.poll(pid)
+      if not first[i] then
+        local f = io.open(workdir .. "/big_vision_metrics.txt")
+        if f then
+          if f:read("a"):find('"step": 1,', 1, true) then first[i] = bv.clock() - t end
+          f:close()
+        end
+      end
+      if code then break end
+      bv.sleep(0.005)
+    end
+    whole[i] = bv.clock() - t
+    if code ~= 0 or not first[i] then
+      error("bench: the timed bit_lines run failed: " .. io.open(tmp .. "/log"):read("a"), 0)
+    end
+  end
+  sh("rm -rf " .. q(tmp))
+  result.startup = {version_s = median(version), first_step_s = median(first),
+                    one_step_run_s = median(whole)}
+  print(string.format("\nstartup (median of %d): bvlua --version %.2f s; bvlua train "
+                      .. "configs/bit_lines.lua:quick to the end of step 1: %.2f s (the whole "
+                      .. "1-step run: %.2f s)", rounds, result.startup.version_s,
+                      result.startup.first_step_s, result.startup.one_step_run_s))
+end
+
+function SECTIONS.sharding()
+  print("\nsharding: a scanned ViT-B/16 (Adam, remat) in 2 processes; steps/s, peak RSS MiB")
+  result.sharding = {}
+  for _, s in ipairs({"replicate", 'zero1(axis="data")', 'fsdp(axis="data")'}) do
+    local out = words(sh(string.format("%s launch --nproc 2 run scripts/bench_sharding.lua %s 4 | tail -1",
+                                       BVLUA, q(s))))
+    local row = {strategy = s, steps_s = tonumber(out[1]), peak_mib = {tonumber(out[2]), tonumber(out[3])}}
+    result.sharding[#result.sharding + 1] = row
+    print(string.format("  %-20s %7.3f %7d %7d", s, row.steps_s, row.peak_mib[1], row.peak_mib[2]))
+  end
+end
+
+-- The bvlua numbers of this run over an earlier run's (--compare), by the same keys.
+local function compare(old)
+  print(string.format("\nagainst %s (%s, commit %s): new / old, bvlua's own numbers", compare_path,
+                      old.date or "?", old.versions and old.versions.commit or "?"))
+  local function each(list, key, value)
+    local by = {}
+    for _, r in ipairs(list or {}) do by[key(r)] = r end
+    return by, value
+  end
+  for _, sec in ipairs({"train", "eval"}) do
+    local before = each(old[sec], function(r) return r.model .. r.res .. r.batch .. r.mode end)
+    for _, r in ipairs(result[sec] or {}) do
+      local o = before[r.model .. r.res .. r.batch .. r.mode]
+      if o and o.bvlua then
+        print(string.format("  %s %s %d %d %s: %.3f -> %.3f steps/s, %.2fx", sec, r.model, r.res,
+                            r.batch, r.mode, o.bvlua.steps_s, r.bvlua.steps_s,
+                            r.bvlua.steps_s / o.bvlua.steps_s))
+      end
+    end
+  end
+  local before = each(old.pp, function(r) return r.task .. r.cores end)
+  for _, r in ipairs(result.pp or {}) do
+    local o = before[r.task .. r.cores]
+    if o then
+      print(string.format("  pp %s %d cores: %.1f -> %.1f images/s, %.2fx", r.task, r.cores,
+                          o.bvlua, r.bvlua, r.bvlua / o.bvlua))
+    end
+  end
+  if old.startup and result.startup then
+    print(string.format("  startup: --version %.2f -> %.2f s, first step %.2f -> %.2f s",
+                        old.startup.version_s, result.startup.version_s,
+                        old.startup.first_step_s, result.startup.first_step_s))
+  end
+end
+
+machine()
+for _, name in ipairs(sections) do
+  local run = SECTIONS[name]
+  if not run then error("bench: unknown section '" .. name .. "' (gemm, train, eval, pp, startup, sharding)", 0) end
+  run()
+end
+json_path = json_path or string.format("runs/bench/bench-%s.json", os.date("!%Y%m%d-%H%M%S"))
+bv.fs.mkdirs(json_path:match("^(.*)/[^/]*$") or ".")
+bv.fs.write_file(json_path, json.encode(result, {indent = 2}) .. "\n")
+print("\nwritten to " .. json_path)
+if compare_path then compare(json.decode(bv.fs.read_file(compare_path))) end
