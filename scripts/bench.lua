@@ -13,7 +13,8 @@
 --             to the end of its first training step (its data drawn beforehand)
 --   sharding  scripts/bench_sharding.lua's three strategies in 2 processes
 -- Environment: MODELS ("bit26:224:32:2 ..." as model:res:batch:steps), MODES ("train bf16"),
--- COMPILE=0 (no torch.compile sides: their compiles take minutes), BENCH_DIR (the JPEGs).
+-- COMPILE=0 (no torch.compile sides: their compiles take minutes), COMPILE_ROUNDS (how many of
+-- the rounds run the compiled sides too; default all), BENCH_DIR (the JPEGs).
 local json = require "bv.json"
 
 local BVLUA = os.getenv("BVLUA") or "build/bvlua"
@@ -101,15 +102,16 @@ local SECTIONS = {}
 function SECTIONS.gemm()
   local n = 2048
   result.gemm = {}
-  print(string.format("\ngemm: %d x %d x %d matmul, GFLOP/s (the best of 5)", n, n, n))
+  print(string.format("\ngemm: %d x %d x %d matmul, GFLOP/s (the best of 5, or of what ran "
+                      .. "in 10 s)", n, n, n))
   for _, dtype in ipairs({"float32", "bfloat16"}) do
     local a, b = bv.randn({n, n}):to(dtype), bv.randn({n, n}):to(dtype)
-    a:matmul(b)  -- warm-up
-    local best = math.huge
-    for _ = 1, 5 do
+    local best, start = math.huge, bv.clock()
+    for i = 0, 5 do  -- the first a warm-up, unless it is all there is time for
       local t = bv.clock()
       a:matmul(b)
-      best = math.min(best, bv.clock() - t)
+      if i > 0 or bv.clock() - start > 10 then best = math.min(best, bv.clock() - t) end
+      if bv.clock() - start > 10 then break end
     end
     result.gemm[dtype] = 2 * n ^ 3 / best * 1e-9
     print(string.format("  %-9s %8.1f", dtype, result.gemm[dtype]))
@@ -126,10 +128,12 @@ local function step_rows(work, modes)
   local models = words(os.getenv("MODELS") or
       "bit26:224:32:2 vits16:224:32:2 vitb16:224:8:2 vitti16:64:32:10")
   local compile = os.getenv("COMPILE") ~= "0"
+  local compile_rounds = math.tointeger(tonumber(os.getenv("COMPILE_ROUNDS") or "")) or rounds
   local rows = {}
-  print(string.format("\n%s: steps/s (median of %d), GFLOP/s; flt = minor page faults per "
+  print(string.format("\n%s: steps/s (median of %d; compiled: of %d), GFLOP/s; flt = minor page faults per "
                       .. "step, sys = the kernel's share of CPU time; x = bvlua / the faster "
-                      .. "of the peer with and without jemalloc", work, rounds))
+                      .. "of the peer with and without jemalloc", work, rounds,
+                      compile and math.min(rounds, compile_rounds) or 0))
   print(string.format("%-8s %4s %5s %5s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %7s %9s",
                       "model", "res", "batch", "mode", "bvlua", "GFLOP/s", "flt", "sys",
                       "eager", "eag+je", "flt", "compile", "cmp+je", "x_eager", "x_compile"))
@@ -146,7 +150,8 @@ local function step_rows(work, modes)
                                       args, THREADS, kind, mode)))
       end
       local runs = {ours = {}, eager = {}, eager_je = {}, compile = {}, compile_je = {}}
-      for _ = 1, rounds do
+      for round = 1, rounds do
+        local compile = compile and round <= compile_rounds
         runs.ours[#runs.ours + 1] = words(sh(string.format("%s --threads %d run scripts/bench_train.lua %s %s",
                                                            BVLUA, THREADS, args, mode)))
         runs.eager[#runs.eager + 1] = peer("eager", false)
@@ -278,14 +283,22 @@ function SECTIONS.startup()
 end
 
 function SECTIONS.sharding()
-  print("\nsharding: a scanned ViT-B/16 (Adam, remat) in 2 processes; steps/s, peak RSS MiB")
+  print("\nsharding: a scanned ViT-B/16 (86M parameters, Adam, remat), 4 steps of 8 images at "
+        .. "32x32 in 2 processes; speed and memory against replicate")
+  print(string.format("  %-20s %8s %16s %6s %7s", "strategy", "steps/s", "peak MiB r0 r1",
+                      "speed", "memory"))
   result.sharding = {}
+  local base
   for _, s in ipairs({"replicate", 'zero1(axis="data")', 'fsdp(axis="data")'}) do
     local out = words(sh(string.format("%s launch --nproc 2 run scripts/bench_sharding.lua %s 4 | tail -1",
                                        BVLUA, q(s))))
-    local row = {strategy = s, steps_s = tonumber(out[1]), peak_mib = {tonumber(out[2]), tonumber(out[3])}}
+    local row = {strategy = s, steps_s = tonumber(out[1]),
+                 peak_mib = {tonumber(out[2]), tonumber(out[3])}}
+    base = base or row
+    row.x_speed, row.x_memory = row.steps_s / base.steps_s, row.peak_mib[1] / base.peak_mib[1]
     result.sharding[#result.sharding + 1] = row
-    print(string.format("  %-20s %7.3f %7d %7d", s, row.steps_s, row.peak_mib[1], row.peak_mib[2]))
+    print(string.format("  %-20s %8.3f %8d %7d %6.2f %7.2f", s, row.steps_s, row.peak_mib[1],
+                        row.peak_mib[2], row.x_speed, row.x_memory))
   end
 end
 
@@ -324,14 +337,20 @@ local function compare(old)
   end
 end
 
-machine()
 for _, name in ipairs(sections) do
-  local run = SECTIONS[name]
-  if not run then error("bench: unknown section '" .. name .. "' (gemm, train, eval, pp, startup, sharding)", 0) end
-  run()
+  if not SECTIONS[name] then
+    error("bench: unknown section '" .. name .. "' (gemm, train, eval, pp, startup, sharding)", 0)
+  end
 end
+io.stdout:setvbuf("line")
+machine()
+-- The JSON is rewritten after each section, so that a long run stopped midway keeps what it
+-- measured.
 json_path = json_path or string.format("runs/bench/bench-%s.json", os.date("!%Y%m%d-%H%M%S"))
 bv.fs.mkdirs(json_path:match("^(.*)/[^/]*$") or ".")
-bv.fs.write_file(json_path, json.encode(result, {indent = 2}) .. "\n")
+for _, name in ipairs(sections) do
+  SECTIONS[name]()
+  bv.fs.write_file(json_path, json.encode(result, {indent = 2}) .. "\n")
+end
 print("\nwritten to " .. json_path)
 if compare_path then compare(json.decode(bv.fs.read_file(compare_path))) end

@@ -1,4 +1,5 @@
--- The sharding benchmark's per-rank side (scripts/bench_sharding runs it under `bvlua launch`):
+-- The sharding benchmark's per-rank side (scripts/bench's sharding section runs it under
+-- `bvlua launch`):
 --   bvlua launch --nproc N run scripts/bench_sharding.lua STRATEGY STEPS
 -- trains a scanned ViT-B/16 (86M parameters, Adam) on random 32x32 images for STEPS steps with
 -- config.sharding_strategy = STRATEGY, and prints rank 0's steps/s and every rank's peak
