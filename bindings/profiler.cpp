@@ -17,7 +17,11 @@ namespace bv::lua {
 
 namespace {
 
-double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+// t[key] = ns in seconds, for the table on top of the stack.
+void set_seconds(lua_State* L, const char* key, int64_t ns) {
+  lua_pushnumber(L, static_cast<double>(ns) * 1e-9);
+  lua_setfield(L, -2, key);
+}
 
 int profiler_start(lua_State* L) {
   bool cuda = false;
@@ -44,14 +48,11 @@ int profiler_step(lua_State* L) {
 int profiler_stop(lua_State* L) {
   profiler::Result r = profiler::stop(luaL_checkstring(L, 1));
   lua_createtable(L, 0, 5);
-  lua_pushnumber(L, seconds(r.wall_ns));
-  lua_setfield(L, -2, "wall_s");
+  set_seconds(L, "wall_s", r.wall_ns);
   lua_pushinteger(L, r.steps);
   lua_setfield(L, -2, "steps");
-  lua_pushnumber(L, seconds(r.steps_ns));
-  lua_setfield(L, -2, "steps_s");
-  lua_pushnumber(L, seconds(r.outside_ops_ns));
-  lua_setfield(L, -2, "outside_ops_s");
+  set_seconds(L, "steps_s", r.steps_ns);
+  set_seconds(L, "outside_ops_s", r.outside_ops_ns);
   lua_createtable(L, static_cast<int>(r.ops.size()), 0);
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const profiler::OpTime& op = r.ops[i];
@@ -60,10 +61,8 @@ int profiler_stop(lua_State* L) {
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, op.calls);
     lua_setfield(L, -2, "calls");
-    lua_pushnumber(L, seconds(op.self_ns));
-    lua_setfield(L, -2, "self_s");
-    lua_pushnumber(L, seconds(op.total_ns));
-    lua_setfield(L, -2, "total_s");
+    set_seconds(L, "self_s", op.self_ns);
+    set_seconds(L, "total_s", op.total_ns);
     lua_pushboolean(L, op.on_device);
     lua_setfield(L, -2, "device");
     lua_seti(L, -2, static_cast<lua_Integer>(i + 1));

@@ -306,10 +306,10 @@ end
 local function compare(old)
   print(string.format("\nagainst %s (%s, commit %s): new / old, bvlua's own numbers", compare_path,
                       old.date or "?", old.versions and old.versions.commit or "?"))
-  local function each(list, key, value)
+  local function each(list, key)  -- the rows of an old run by key(row)
     local by = {}
     for _, r in ipairs(list or {}) do by[key(r)] = r end
-    return by, value
+    return by
   end
   for _, sec in ipairs({"train", "eval"}) do
     local before = each(old[sec], function(r) return r.model .. r.res .. r.batch .. r.mode end)

@@ -7,28 +7,7 @@ set -u
 BVLUA=${1:?usage: train_profile_test.sh path/to/bvlua}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
-
-run() {
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-}
-fail() {
-  failures=$((failures + 1))
-  echo "FAIL: $*"
-  echo "  stdout: $(tail -c 1500 "$TMP/out")"
-  echo "  stderr: $(tail -c 600 "$TMP/err")"
-}
-check() {  # check WHAT COMMAND...: the command must succeed
-  local what=$1
-  shift
-  checks=$((checks + 1))
-  "$@" || fail "$what"
-}
-expect_rc() { check "$2: exit code $rc, want $1" [ "$rc" -eq "$1" ]; }
-expect_in() { check "$3: '$2' not in std$1" grep -qF -- "$2" "$TMP/$1"; }
-expect_not_in() { checks=$((checks + 1)); ! grep -qF -- "$2" "$TMP/$1" || fail "$3: '$2' in std$1"; }
+. "$(dirname "$0")/checks.sh"
 
 # Eight 16x16 images, labels 0..1.
 "$BVLUA" -e "
@@ -113,5 +92,4 @@ done
 run "$BVLUA" train "$TMP/cfg.lua" --workdir "$TMP/bad" --profile
 expect_rc 2 "--profile without a value"; expect_in err "--profile needs a value" "no value named"
 
-echo "$((checks - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

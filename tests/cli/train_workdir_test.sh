@@ -7,28 +7,7 @@ set -u
 BVLUA=${1:?usage: train_workdir_test.sh path/to/bvlua}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
-
-run() {
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-}
-fail() {
-  failures=$((failures + 1))
-  echo "FAIL: $*"
-  echo "  stdout: $(tail -c 600 "$TMP/out")"
-  echo "  stderr: $(tail -c 600 "$TMP/err")"
-}
-check() {  # check WHAT COMMAND...: the command must succeed
-  local what=$1
-  shift
-  checks=$((checks + 1))
-  "$@" || fail "$what"
-}
-expect_rc() { check "$2: exit code $rc, want $1" [ "$rc" -eq "$1" ]; }
-expect_in() { check "$3: '$2' not in std$1" grep -qF -- "$2" "$TMP/$1"; }
-expect_not_in() { checks=$((checks + 1)); ! grep -qF -- "$2" "$TMP/$1" || fail "$3: '$2' in std$1"; }
+. "$(dirname "$0")/checks.sh"
 
 # Six 8x8 images, labels 0..2; val.jsonl names an image that is not there (an eval that fails
 # when it runs, not when it is made).
@@ -133,5 +112,4 @@ checks=$((checks + 1))
 run train --workdir "$TMP/runs/dry" --dry-run
 expect_rc 0 "--dry-run"; check "--dry-run keeps its config.json" [ -f "$TMP/runs/dry/config.json" ]
 
-echo "$((checks - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
