@@ -1,5 +1,7 @@
-// bvlua: the one entry point. Parses the global flags and the subcommand, makes a Lua state and
-// hands over to Lua (scripts, `bv.commands.train`) or to the prompt.
+// bvlua-core: the program behind `bvlua` (bindings/launcher.cpp answers --version and --help
+// without loading libtorch and execs this for everything else). Parses the global flags and the
+// subcommand, makes a Lua state and hands over to Lua (scripts, `bv.commands.train`) or to the
+// prompt.
 //   exit codes: 0 ok, 1 a Lua error (message and traceback on stderr), 2 a usage error.
 #include <cstdio>
 #include <cstdlib>
@@ -7,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "core/error.h"
 #include "core/machine.h"
-#include "distributed/dist.h"
 #include "distributed/launch.h"
 #include "lua_util.h"
 #include "repl.h"
@@ -17,44 +19,9 @@
 
 namespace {
 
-const char* kUsage =
-    "usage: bvlua [--threads N] COMMAND [ARGS...]\n"
-    "\n"
-    "commands:\n"
-    "  run SCRIPT.lua [ARGS...]   run a Lua script (its arguments in `arg`, as lua does)\n"
-    "  -e CODE                    run a chunk of Lua\n"
-    "  train CONFIG[:ARGS] --workdir DIR [--config.KEY=VALUE ...] [--dry-run]\n"
-    "                             train (and evaluate) as the config says: the classification\n"
-    "                             or PaliGemma trainer (`bvlua train --help`)\n"
-    "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
-    "  runs DIR...                one row per run: the config values that differ, steps, the\n"
-    "                             last and best value of a metric (`bvlua runs --help`)\n"
-    "  sweep SWEEP.lua | CONFIG --workdir DIR --grid KEY=V1,V2 ...\n"
-    "                             config variants as a queue, N at a time (`bvlua sweep --help`)\n"
-    "  plot DIR... [-o FILE.png]  the tutorial's curves from the runs' metrics files\n"
-    "  mistakes OUTFILE.json DATA.jsonl [-o FILE.png]\n"
-    "                             a contact sheet of an evaluator's wrong answers\n"
-    "  launch --nproc N [--port P] [--grace S] [--] COMMAND [ARGS...]\n"
-    "                             run `bvlua COMMAND ARGS...` as N ranks of one process group\n"
-    "\n"
-    "options:\n"
-    "  --threads N   libtorch intra-op threads (default: $BV_THREADS or all cores); also after\n"
-    "                train, repl, runs, sweep, plot and mistakes\n"
-    "  --version     print the versions of bvlua and libtorch, whether CUDA and NCCL are compiled\n"
-    "                in and whether a GPU is available now\n"
-    "  -h, --help    this text; `bvlua COMMAND --help` for a command\n";
-
 int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "bvlua: %s\n%s", msg.c_str(), kUsage);
+  std::fprintf(stderr, "bvlua: %s\n%s", msg.c_str(), bv::kUsage);
   return 2;
-}
-
-bool parse_threads(const std::string& text, int* out) {
-  char* end = nullptr;
-  long n = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || n < 1 || n > 4096) return false;
-  *out = static_cast<int>(n);
-  return true;
 }
 
 // Prints a Lua error (already carrying its traceback) and returns exit code 1.
@@ -219,29 +186,6 @@ int run_launch(const std::vector<std::string>& rest, const std::string& threads_
   }
 }
 
-void print_version() {
-  std::printf("bvlua %s\nlibtorch %s\n", BV_VERSION, bv::torch_version().c_str());
-  if (bv::cuda_compiled()) {
-    std::printf("cuda %s: compiled in; ", bv::cuda_runtime_version().c_str());
-    if (bv::cuda_available()) {
-      std::printf("%d GPU(s) available\n", bv::cuda_device_count());
-    } else {
-      std::printf("no GPU available\n");
-    }
-  } else {
-    std::printf("cuda: not compiled in (a CPU-only build)\n");
-  }
-  std::string nccl = bv::nccl_version();
-  if (nccl.empty()) {
-    std::printf("nccl: not compiled in\n");
-  } else {
-    std::printf("nccl %s: compiled in\n", nccl.c_str());
-  }
-  // What `bvlua train` trains on without --device (rank 0's; rank r takes cuda:r).
-  std::printf("device: %s (train's default; --device to choose)\n",
-              bv::resolve_device("auto", 0).c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,7 +193,7 @@ int main(int argc, char** argv) {
   int threads = bv::cpu_cores();
   std::string threads_flag;  // --threads as given, passed on to `launch`'s ranks
   if (const char* env = std::getenv("BV_THREADS")) {
-    if (!parse_threads(env, &threads))
+    if (!bv::parse_threads(env, &threads))
       return usage_error(std::string("bad BV_THREADS='") + env + "'");
   }
 
@@ -258,14 +202,14 @@ int main(int argc, char** argv) {
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(bv::kUsage, stdout);
       return 0;
     } else if (a == "--version") {
-      print_version();
+      bv::print_version();
       return 0;
     } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
       std::string value = a == "--threads" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(10);
-      if (!parse_threads(value, &threads))
+      if (!bv::parse_threads(value, &threads))
         return usage_error("--threads needs a positive integer, got '" + value + "'");
       threads_flag = value;
     } else if (!a.empty() && a[0] == '-' && a != "-e") {
@@ -288,7 +232,7 @@ int main(int argc, char** argv) {
       }
       bool separate = a == "--threads";
       std::string value = separate ? (k + 1 < rest.size() ? rest[k + 1] : "") : a.substr(10);
-      if (!parse_threads(value, &threads))
+      if (!bv::parse_threads(value, &threads))
         return usage_error("--threads needs a positive integer, got '" + value + "'");
       threads_flag = value;
       rest.erase(rest.begin() + static_cast<long>(k),

@@ -49,7 +49,26 @@ cp "$TMP/out" "$TMP/version"
 if grep -q "^cuda .*compiled in" "$TMP/version"; then
   # A CUDA build links libtorch_cuda itself (loading it is what registers CUDA with ATen).
   checks=$((checks + 1))
-  ldd "$BVLUA" | grep -q "libtorch_cuda.so" || fail "--version says CUDA is compiled in, ldd shows no libtorch_cuda"
+  ldd "$(dirname "$BVLUA")/bvlua-core" | grep -q "libtorch_cuda.so" \
+    || fail "--version says CUDA is compiled in, ldd shows no libtorch_cuda in bvlua-core"
+fi
+# The launcher answers --version without libtorch (bindings/launcher.cpp), asking the driver
+# whether there is a GPU: libtorch must see the same.
+checks=$((checks + 1))
+! ldd "$BVLUA" | grep -q "libtorch" || fail "the bvlua launcher links libtorch"
+# Without bvlua-core beside it, the launcher says which file it cannot run (and --version still
+# works).
+mkdir -p "$TMP/alone" && cp "$BVLUA" "$TMP/alone/bvlua"
+run "$TMP/alone/bvlua" run x.lua; expect_rc 1 "launcher alone"
+expect_in err "cannot run $TMP/alone/bvlua-core" "launcher alone names bvlua-core"
+run "$TMP/alone/bvlua" --threads 2 --version; expect_rc 0 "launcher alone --version"
+expect_in out "libtorch 2." "launcher alone --version"
+run "$BVLUA" -e 'print(bv.cuda_available() and "gpu" or "no gpu")'; expect_rc 0 "bv.cuda_available"
+checks=$((checks + 1))
+if grep -q "GPU(s) available" "$TMP/version"; then
+  grep -qx "gpu" "$TMP/out" || fail "--version says a GPU is available, libtorch sees none"
+else
+  grep -qx "no gpu" "$TMP/out" || fail "--version says no GPU is available, libtorch sees one"
 fi
 # refused_early WHAT NAMED REMEDY ARGS...: `bvlua train ARGS` fails with exit 1 before it makes
 # its workdir, naming the culprit (NAMED) and what to use instead (REMEDY).
