@@ -8,6 +8,7 @@
 --             the same wheel and threads, float32 and bf16 autocast (MODES); GFLOP/s from the
 --             step's FLOPs (PyTorch's FlopCounterMode) over each side's step time
 --   eval      the forward pass alone (an evaluator's batch), the same peers
+--   paligemma the tiny PaliGemma's train step and greedy decoding with a KV cache, the same peers
 --   pp        the input pipeline against PIL, torchvision and tf.data, on one core and on all
 --   startup   `bvlua --version`, and `bvlua train configs/bit_lines.lua:quick` from its start
 --             to the end of its first training step (its data drawn beforehand)
@@ -35,7 +36,7 @@ do
     i = i + 1
   end
   if not rounds or rounds < 1 then error("bench: --rounds wants a whole number >= 1", 0) end
-  if #sections == 0 then sections = {"gemm", "train", "eval", "pp", "startup"} end
+  if #sections == 0 then sections = {"gemm", "train", "eval", "paligemma", "pp", "startup"} end
 end
 
 -- The output of a shell command, trimmed; an error naming the command when it fails.
@@ -118,15 +119,14 @@ function SECTIONS.gemm()
   end
 end
 
--- The train and eval sections: bvlua's scripts/bench_train.lua against scripts/bench_train_peer.py,
--- eager and compiled, each with glibc's malloc (PyTorch's default) and with bvlua's jemalloc and
--- settings preloaded; ratios against the faster of each pair.
 local JEMALLOC = sh("ls /usr/lib/*-linux-gnu/libjemalloc.so.2 2>/dev/null | head -1")
 local JE_CONF = sh("sed -n 's/.*malloc_conf = \"\\(.*\\)\";/\\1/p' bindings/malloc_conf.cpp")
 
-local function step_rows(work, modes)
-  local models = words(os.getenv("MODELS") or
-      "bit26:224:32:2 vits16:224:32:2 vitb16:224:8:2 vitti16:64:32:10")
+-- One row per case: case.label (model, res, batch, mode), case.ours (bvlua's command) and
+-- case.peer(kind) (the peer's command for kind eager, compile or flops), each printing
+-- "steps/s faults-per-step sys-share"; the peers run with glibc's malloc (PyTorch's default)
+-- and with bvlua's jemalloc and settings preloaded, and the ratios are against the faster.
+local function measure_rows(work, cases)
   local compile = os.getenv("COMPILE") ~= "0"
   local compile_rounds = math.tointeger(tonumber(os.getenv("COMPILE_ROUNDS") or "")) or rounds
   local rows = {}
@@ -134,67 +134,103 @@ local function step_rows(work, modes)
                       .. "step, sys = the kernel's share of CPU time; x = bvlua / the faster "
                       .. "of the peer with and without jemalloc", work, rounds,
                       compile and math.min(rounds, compile_rounds) or 0))
-  print(string.format("%-8s %4s %5s %5s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %7s %9s",
+  print(string.format("%-8s %4s %5s %6s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %7s %9s",
                       "model", "res", "batch", "mode", "bvlua", "GFLOP/s", "flt", "sys",
                       "eager", "eag+je", "flt", "compile", "cmp+je", "x_eager", "x_compile"))
-  for _, m in ipairs(models) do
-    local name, res, batch, steps = m:match("^(%w+):(%d+):(%d+):(%d+)$")
-    if not name then error("bench: MODELS entry '" .. m .. "' is not model:res:batch:steps", 0) end
-    for _, mode in ipairs(modes) do
-      local args = table.concat({name, res, batch, steps}, " ")
-      local flops = tonumber(sh(string.format("%s scripts/bench_train_peer.py %s %d flops %s",
-                                              PY, args, THREADS, mode)))
-      local function peer(kind, je)
-        local env = je and string.format("LD_PRELOAD=%s MALLOC_CONF=%s ", JEMALLOC, q(JE_CONF)) or ""
-        return words(sh(string.format("%s%s scripts/bench_train_peer.py %s %d %s %s", env, PY,
-                                      args, THREADS, kind, mode)))
-      end
-      local runs = {ours = {}, eager = {}, eager_je = {}, compile = {}, compile_je = {}}
-      for round = 1, rounds do
-        local compile = compile and round <= compile_rounds
-        runs.ours[#runs.ours + 1] = words(sh(string.format("%s --threads %d run scripts/bench_train.lua %s %s",
-                                                           BVLUA, THREADS, args, mode)))
-        runs.eager[#runs.eager + 1] = peer("eager", false)
-        runs.eager_je[#runs.eager_je + 1] = peer("eager", true)
-        if compile then
-          runs.compile[#runs.compile + 1] = peer("compile", false)
-          runs.compile_je[#runs.compile_je + 1] = peer("compile", true)
-        end
-      end
-      local function side(r)
-        if #r == 0 then return nil end
-        local col = function(i)
-          local xs = {}
-          for k, w in ipairs(r) do xs[k] = tonumber(w[i]) end
-          return median(xs)
-        end
-        local rate = col(1)
-        return {steps_s = rate, faults_per_step = col(2), sys_share = col(3),
-                gflops = flops * rate * 1e-9}
-      end
-      local row = {model = name, res = tonumber(res), batch = tonumber(batch), mode = mode,
-                   flops_per_step = flops, bvlua = side(runs.ours), eager = side(runs.eager),
-                   eager_je = side(runs.eager_je), compile = side(runs.compile),
-                   compile_je = side(runs.compile_je)}
-      local function best(a, b) return math.max(a and a.steps_s or 0, b and b.steps_s or 0) end
-      row.x_eager = ratio(row.bvlua.steps_s, best(row.eager, row.eager_je))
-      row.x_compile = compile and ratio(row.bvlua.steps_s, best(row.compile, row.compile_je)) or nil
-      rows[#rows + 1] = row
-      local function r(s) return s and s.steps_s end
-      print(string.format("%-8s %4s %5s %5s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %6sx %8sx",
-                          name, res, batch, mode, fmt(r(row.bvlua)), fmt(row.bvlua.gflops, "%.1f"),
-                          fmt(row.bvlua.faults_per_step, "%d"), fmt(row.bvlua.sys_share, "%.2f"),
-                          fmt(r(row.eager)), fmt(r(row.eager_je)),
-                          fmt(row.eager.faults_per_step, "%d"), fmt(r(row.compile)),
-                          fmt(r(row.compile_je)), fmt(row.x_eager, "%.2f"),
-                          fmt(row.x_compile, "%.2f")))
+  for _, case in ipairs(cases) do
+    local name, res, batch, mode = table.unpack(case.label)
+    local flops = tonumber(sh(case.peer("flops")))
+    local function peer(kind, je)
+      local env = je and string.format("LD_PRELOAD=%s MALLOC_CONF=%s ", JEMALLOC, q(JE_CONF)) or ""
+      return words(sh(env .. case.peer(kind)))
     end
+    local runs = {ours = {}, eager = {}, eager_je = {}, compile = {}, compile_je = {}}
+    for round = 1, rounds do
+      local compile = compile and round <= compile_rounds
+      runs.ours[#runs.ours + 1] = words(sh(case.ours))
+      runs.eager[#runs.eager + 1] = peer("eager", false)
+      runs.eager_je[#runs.eager_je + 1] = peer("eager", true)
+      if compile then
+        runs.compile[#runs.compile + 1] = peer("compile", false)
+        runs.compile_je[#runs.compile_je + 1] = peer("compile", true)
+      end
+    end
+    local function side(r)
+      if #r == 0 then return nil end
+      local col = function(i)
+        local xs = {}
+        for k, w in ipairs(r) do xs[k] = tonumber(w[i]) end
+        return median(xs)
+      end
+      local rate = col(1)
+      return {steps_s = rate, faults_per_step = col(2), sys_share = col(3),
+              gflops = flops * rate * 1e-9}
+    end
+    local row = {model = name, res = tonumber(res), batch = tonumber(batch), mode = mode,
+                 flops_per_step = flops, bvlua = side(runs.ours), eager = side(runs.eager),
+                 eager_je = side(runs.eager_je), compile = side(runs.compile),
+                 compile_je = side(runs.compile_je)}
+    local function best(a, b) return math.max(a and a.steps_s or 0, b and b.steps_s or 0) end
+    row.x_eager = ratio(row.bvlua.steps_s, best(row.eager, row.eager_je))
+    row.x_compile = compile and ratio(row.bvlua.steps_s, best(row.compile, row.compile_je)) or nil
+    rows[#rows + 1] = row
+    local function r(s) return s and s.steps_s end
+    print(string.format("%-8s %4s %5s %6s | %7s %7s %6s %5s | %7s %7s %6s | %7s %7s | %6sx %8sx",
+                        name, res, batch, mode, fmt(r(row.bvlua)), fmt(row.bvlua.gflops, "%.1f"),
+                        fmt(row.bvlua.faults_per_step, "%d"), fmt(row.bvlua.sys_share, "%.2f"),
+                        fmt(r(row.eager)), fmt(r(row.eager_je)),
+                        fmt(row.eager.faults_per_step, "%d"), fmt(r(row.compile)),
+                        fmt(r(row.compile_je)), fmt(row.x_eager, "%.2f"),
+                        fmt(row.x_compile, "%.2f")))
   end
   return rows
 end
 
-function SECTIONS.train() result.train = step_rows("train", words(os.getenv("MODES") or "train bf16")) end
-function SECTIONS.eval() result.eval = step_rows("eval", {"eval"}) end
+-- The train and eval cases: scripts/bench_train.lua against scripts/bench_train_peer.py.
+local function model_cases(modes)
+  local cases = {}
+  for _, m in ipairs(words(os.getenv("MODELS") or
+                           "bit26:224:32:2 vits16:224:32:2 vitb16:224:8:2 vitti16:64:32:10")) do
+    local name, res, batch, steps = m:match("^(%w+):(%d+):(%d+):(%d+)$")
+    if not name then error("bench: MODELS entry '" .. m .. "' is not model:res:batch:steps", 0) end
+    local args = table.concat({name, res, batch, steps}, " ")
+    for _, mode in ipairs(modes) do
+      cases[#cases + 1] = {
+        label = {name, res, batch, mode},
+        ours = string.format("%s --threads %d run scripts/bench_train.lua %s %s", BVLUA, THREADS,
+                             args, mode),
+        peer = function(kind)
+          return string.format("%s scripts/bench_train_peer.py %s %d %s %s", PY, args, THREADS,
+                               kind, mode)
+        end}
+    end
+  end
+  return cases
+end
+
+function SECTIONS.train()
+  result.train = measure_rows("train", model_cases(words(os.getenv("MODES") or "train bf16")))
+end
+function SECTIONS.eval() result.eval = measure_rows("eval", model_cases({"eval"})) end
+
+-- The tiny PaliGemma (configs/paligemma.lua:variant=tiny's model, 64 px, batch 32, text 8):
+-- scripts/bench_paligemma.lua against scripts/bench_paligemma_peer.py, a train step (Adam) and a
+-- whole greedy decode of 8 tokens with a KV cache. float32 only.
+function SECTIONS.paligemma()
+  local cases = {}
+  for _, work in ipairs({{"train", 10}, {"decode", 10}}) do
+    local w, steps = work[1], work[2]
+    cases[#cases + 1] = {
+      label = {"pg_tiny", 64, 32, w},
+      ours = string.format("%s --threads %d run scripts/bench_paligemma.lua %s %d", BVLUA,
+                           THREADS, w, steps),
+      peer = function(kind)
+        return string.format("%s scripts/bench_paligemma_peer.py %s %d %d %s", PY, w, steps,
+                             THREADS, kind)
+      end}
+  end
+  result.paligemma = measure_rows("paligemma", cases)
+end
 
 function SECTIONS.pp()
   local dir = os.getenv("BENCH_DIR") or "/tmp/bvlua_bench_jpegs"
@@ -311,7 +347,7 @@ local function compare(old)
     for _, r in ipairs(list or {}) do by[key(r)] = r end
     return by
   end
-  for _, sec in ipairs({"train", "eval"}) do
+  for _, sec in ipairs({"train", "eval", "paligemma"}) do
     local before = each(old[sec], function(r) return r.model .. r.res .. r.batch .. r.mode end)
     for _, r in ipairs(result[sec] or {}) do
       local o = before[r.model .. r.res .. r.batch .. r.mode]
@@ -339,7 +375,8 @@ end
 
 for _, name in ipairs(sections) do
   if not SECTIONS[name] then
-    error("bench: unknown section '" .. name .. "' (gemm, train, eval, pp, startup, sharding)", 0)
+    error("bench: unknown section '" .. name .. "' (gemm, train, eval, paligemma, pp, startup, "
+          .. "sharding)", 0)
   end
 end
 io.stdout:setvbuf("line")
