@@ -86,7 +86,12 @@ if work == "check" then
   -- one batch of each kind, and what bvlua computes from them.
   local dir = steps or error("check: bvlua run scripts/bench_paligemma.lua check DIR", 0)
   bv.fs.mkdirs(dir)
-  for name, p in pairs(params) do params[name] = p + bv.randn(p:shape(), rng) * 0.3 end
+  local names = {}
+  for name in pairs(params) do names[#names + 1] = name end
+  table.sort(names)  -- pairs' order changes from run to run; the draws should not
+  for _, name in ipairs(names) do
+    params[name] = params[name] + bv.randn(params[name]:shape(), rng) * 0.3
+  end
   model:relayout(params)
   local tb, db = train_batch(rng), decode_batch(rng)
   local n = TEXT_LEN + 1
