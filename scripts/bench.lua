@@ -281,6 +281,9 @@ function SECTIONS.startup()
   end
   -- The quick config's data drawn first (its prepare), then timed runs of one step each, in a
   -- fresh workdir: from the spawn to the first step's line in the metrics file.
+  if not bv.fs.exists("data/lines/train.jsonl") then
+    sh(BVLUA .. " run scripts/make_lines.lua data/lines >/dev/null")  -- as the README's job does
+  end
   local tmp = sh("mktemp -d")
   local cmd = {BVLUA, "train", "configs/bit_lines.lua:quick", "--config.total_steps=1"}
   sh(table.concat(cmd, " ") .. " --workdir " .. q(tmp .. "/warm") .. " >/dev/null")
