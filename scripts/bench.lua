@@ -215,10 +215,10 @@ function SECTIONS.eval() result.eval = measure_rows("eval", model_cases({"eval"}
 
 -- The tiny PaliGemma (configs/paligemma.lua:variant=tiny's model, 64 px, batch 32, text 8):
 -- scripts/bench_paligemma.lua against scripts/bench_paligemma_peer.py, a train step (Adam) and a
--- whole greedy decode of 8 tokens with a KV cache. float32 only.
+-- whole greedy decode of 8 tokens with a KV cache; the train step also under bf16 autocast.
 function SECTIONS.paligemma()
   local cases = {}
-  for _, work in ipairs({{"train", 10}, {"decode", 10}}) do
+  for _, work in ipairs({{"train", 10}, {"bf16", 10}, {"decode", 10}}) do
     local w, steps = work[1], work[2]
     cases[#cases + 1] = {
       label = {"pg_tiny", 64, 32, w},

@@ -1,6 +1,6 @@
 -- The tiny PaliGemma benchmark's bvlua side (scripts/bench's `paligemma` section runs it next to
 -- scripts/bench_paligemma_peer.py, the same model in plain PyTorch).
---   bvlua run scripts/bench_paligemma.lua train STEPS
+--   bvlua run scripts/bench_paligemma.lua train STEPS   (bf16: the same under bf16 autocast)
 --     -> "steps/s minor-page-faults-per-step kernel-share-of-cpu-time" (as bench_train.lua)
 --   bvlua run scripts/bench_paligemma.lua decode STEPS
 --     -> the same line, where a step is one whole greedy decode of the batch
@@ -13,7 +13,8 @@
 -- eos pad...] (text_len + 1 ids, mask_ar 0 on bos..sep, mask_loss 1 on suffix and eos), decode
 -- prompts [bos prefix sep pad...] (mask_input 0 on the padding).
 -- train: the trainer's step: model:loss_and_grads (the prefix-LM loss on text[:, 1:]) and
---   scale_by_adam at lr 1e-3 (constant, no clipping, no weight decay), float32.
+--   scale_by_adam at lr 1e-3 (constant, no clipping, no weight decay), float32; bf16: the same
+--   step with autocast = "bfloat16", as the config's autocast.
 -- decode: predict_fns' greedy decode without eos: prefill of image + prompt into the KV cache,
 --   then DECODE_LEN (8) tokens, each the argmax of the last logits (and its log-probability, as
 --   the sampler returns it), the first from the prefill, the other 7 from extend. No early stop
@@ -121,16 +122,17 @@ if work == "check" then
 end
 
 steps = math.tointeger(tonumber(steps))
-assert((work == "train" or work == "decode") and steps and steps >= 1,
-       "usage: bvlua run scripts/bench_paligemma.lua {train|decode} STEPS | check DIR")
+assert((work == "train" or work == "bf16" or work == "decode") and steps and steps >= 1,
+       "usage: bvlua run scripts/bench_paligemma.lua {train|bf16|decode} STEPS | check DIR")
 local step
-if work == "train" then
+if work == "train" or work == "bf16" then
   local opt = bv.optim.new(json.encode({optax_name = "scale_by_adam", lr = 1e-3, schedule = {}}),
                            model:param_shapes(), {total_steps = steps + 1, batch_size = BATCH,
                                                   data_size = BATCH})
   local batch = train_batch(rng)
   step = function()
-    local _, grads = model:loss_and_grads(params, batch)
+    local _, grads = model:loss_and_grads(params, batch,
+                                          {autocast = work == "bf16" and "bfloat16" or nil})
     opt:update(params, grads, {norms = false})  -- as the trainer between log steps
   end
 else

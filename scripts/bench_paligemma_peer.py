@@ -9,7 +9,8 @@
 #      flops: the FLOPs of one step (torch.utils.flop_counter: matmuls and convolutions, and for
 #      train their backward), which scripts/bench divides by each side's step time
 # WORK: train (the prefix-LM loss on text[:, 1:], backward, torch.optim.Adam at lr 1e-3: optax's
-#   scale_by_adam, eps outside the root) or decode (a step is one whole greedy decode of 32
+#   scale_by_adam, eps outside the root), bf16 (that step with the forward under CPU autocast to
+#   bfloat16) or decode (a step is one whole greedy decode of 32
 #   prompts: prefill of image + prompt into a preallocated KV cache, then 8 tokens, each the
 #   argmax of the last logits with its log-probability, 7 of them by one-token steps that write
 #   their keys and values into the cache; no early stop at eos). compile: the model for train;
@@ -263,7 +264,7 @@ class PaliGemma(nn.Module):
 
 def greedy(logits):  # the sampler: argmax, and its log-probability as bvlua's returns it
     tokens = logits.argmax(-1)
-    logp = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return tokens, logp
 
 
@@ -290,7 +291,7 @@ def decode(model, prompt, prefill=None, extend=None, keep=None):
 
 
 def lm_loss(logits, text, mask_loss):  # runtime/train/losses.cpp's, label_smoothing 0
-    logp = torch.log_softmax(logits, -1)
+    logp = torch.log_softmax(logits.float(), -1)
     nll = -logp.gather(-1, text[:, 1:].unsqueeze(-1)).squeeze(-1)
     w = mask_loss[:, 1:].to(torch.float32)
     return ((nll * w).sum(1) / w.sum(1).clamp_min(1)).mean()
@@ -464,19 +465,21 @@ def main():
         return
     work, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     mode = sys.argv[4] if len(sys.argv) > 4 else "eager"
-    assert work in ("train", "decode"), work
+    assert work in ("train", "bf16", "decode"), work
     assert mode in ("eager", "compile", "flops"), mode
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = PaliGemma()
-    if work == "train":
+    if work in ("train", "bf16"):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         image, text, mask_ar, mask_loss = train_batch()
         fwd = torch.compile(model) if mode == "compile" else model
 
         def step():
             opt.zero_grad(set_to_none=True)
-            lm_loss(fwd(image, text[:, :-1], mask_ar[:, :-1]), text, mask_loss).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=work == "bf16"):
+                logits = fwd(image, text[:, :-1], mask_ar[:, :-1])
+            lm_loss(logits, text, mask_loss).backward()
             opt.step()
     else:
         model.requires_grad_(False)
