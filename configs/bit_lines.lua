@@ -12,8 +12,9 @@
 -- runlocal (tiny batch, a few steps: just checks that everything runs).
 -- Override anything with --config.KEY=VALUE, e.g. --config.lr=0.01 or --config.model.depth=50.
 -- The validation prec@1 (val/prec@1 in runs/.../big_vision_metrics.txt) climbs above the
--- majority class (label 1, about 0.52): measured 0.71 after the quick run's 400 steps (0.66 and
--- 0.64 with seeds 1 and 2; the numbers move with the machine's CPU kernels, see the README).
+-- majority class (label 1, about 0.52): measured 0.68 after the quick run's 400 steps (0.75 and
+-- 0.66 with seeds 1 and 2; 0.71, 0.66 and 0.64 on another machine: the numbers move with the
+-- machine's CPU kernels, see the README).
 --
 -- Data: data/lines/{train,val}.jsonl, one {"image": "<file name>", "label": <0..2>} per line,
 -- image files under data/lines/.
