@@ -2,7 +2,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/api/include/torch/version.h>
 
@@ -25,13 +24,6 @@ bool cuda_compiled() {
 #else
   return false;
 #endif
-}
-
-std::string cuda_runtime_version() {
-  if (!cuda_compiled()) return "";
-  // libtorch_cuda's CUDART_VERSION, e.g. 13020 for 13.2 (not the local toolkit's).
-  long v = at::detail::getCUDAHooks().versionCUDART();
-  return str(v / 1000, ".", (v % 1000) / 10);
 }
 
 bool cuda_available() { return cuda_compiled() && at::hasCUDA(); }

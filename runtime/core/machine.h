@@ -10,10 +10,8 @@
 namespace bv {
 
 std::string torch_version();
-// Whether this bvlua was built with CUDA (libtorch_cuda linked, CUDA code paths compiled), and the
-// CUDA runtime version libtorch was built with ("13.2"; "" without CUDA).
+// Whether this bvlua was built with CUDA (libtorch_cuda linked, CUDA code paths compiled).
 bool cuda_compiled();
-std::string cuda_runtime_version();
 // Whether a CUDA GPU can be used now (false on a CPU-only build or a machine without a GPU).
 bool cuda_available();
 int cuda_device_count();

@@ -617,12 +617,4 @@ std::string dist_store_get(DistGroup& g, const std::string& key) {
   }
 }
 
-std::string nccl_version() {
-#if defined(USE_C10D_NCCL)
-  return ::c10d::getNcclVersion();  // the NCCL library loaded, not the header's
-#else
-  return "";
-#endif
-}
-
 }  // namespace bv

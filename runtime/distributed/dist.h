@@ -83,9 +83,6 @@ void dist_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
 void dist_barrier(DistGroup& g);
 
-// The version of the NCCL library that c10d uses ("2.30.7"), or "" when NCCL is not compiled in.
-std::string nccl_version();
-
 // The group's key-value store, for small things (a stop flag, host names). get waits for the
 // key up to the group timeout. Keys live under "user/" so they cannot clash with ours.
 void dist_store_set(DistGroup& g, const std::string& key, const std::string& value);
