@@ -22,13 +22,13 @@
 # Parameters keep big_vision's shapes (conv kernels are stored OIHW here, PyTorch's layout; the
 # Gemma layers one module each where bvlua stacks them along a leading depth axis).
 import math
-import resource
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bench_timing import time_steps
 
 BATCH, RES, TEXT_LEN, DECODE_LEN = 32, 64, 8, 8
 VOCAB, BOS, EOS, SEP = 43, 2, 1, 3
@@ -453,11 +453,6 @@ def check(directory):
 # ------------------------------------------------------------------------------------------------
 # The bench
 
-def usage():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
-
-
 def main():
     if sys.argv[1] == "check":
         torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 2)
@@ -501,13 +496,7 @@ def main():
         return
     step()
     step()  # compile: the first calls compile (decode: the step again once its length varies)
-    t0, u0 = time.perf_counter(), usage()
-    for _ in range(steps):
-        step()
-    t1, u1 = time.perf_counter(), usage()
-    # steps/s, minor page faults per step, the kernel's share of the CPU time (as the Lua side)
-    print("%.3f %d %.3f" % (steps / (t1 - t0), (u1[2] - u0[2]) / steps,
-                            (u1[1] - u0[1]) / max(u1[0] - u0[0], 1e-9)))
+    time_steps(step, steps)
 
 
 if __name__ == "__main__":

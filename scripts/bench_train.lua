@@ -36,11 +36,4 @@ local function step()
   opt:update(params, grads, {norms = false})  -- as the trainer between log steps
 end
 step()  -- warm-up
-local t0, u0 = bv.clock(), bv.usage()
-for _ = 1, steps do step() end
-local t1, u1 = bv.clock(), bv.usage()
--- steps/s, minor page faults per step (memory given back to the OS and faulted in again), and
--- the kernel's share of the CPU time
-local cpu = (u1.user_s + u1.system_s) - (u0.user_s + u0.system_s)
-print(string.format("%.3f %d %.3f", steps / (t1 - t0), (u1.minor_faults - u0.minor_faults) // steps,
-                    (u1.system_s - u0.system_s) / math.max(cpu, 1e-9)))
+dofile(arg[0]:gsub("[^/]*$", "") .. "bench_timing.lua")(step, steps)

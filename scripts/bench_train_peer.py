@@ -10,14 +10,14 @@
 # bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
 # convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vit*: torchvision's
 # VisionTransformer with ViT-Ti / S / B sizes.
-import resource
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torchvision.models.resnet as resnet
 from torchvision.models.vision_transformer import VisionTransformer
+
+from bench_timing import time_steps
 
 name, res, batch, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 mode = sys.argv[6] if len(sys.argv) > 6 else "eager"
@@ -71,17 +71,6 @@ if mode == "flops":
     sys.exit(0)
 
 
-def usage():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
-
-
 step()
 step()  # compile: the first calls compile the forward and the backward
-t0, u0 = time.perf_counter(), usage()
-for _ in range(steps):
-    step()
-t1, u1 = time.perf_counter(), usage()
-# steps/s, minor page faults per step, the kernel's share of the CPU time (as bench_train.lua)
-print("%.3f %d %.3f" % (steps / (t1 - t0), (u1[2] - u0[2]) / steps,
-                        (u1[1] - u0[1]) / max(u1[0] - u0[0], 1e-9)))
+time_steps(step, steps)
