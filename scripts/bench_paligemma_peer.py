@@ -334,6 +334,14 @@ def decode_batch():
 # ------------------------------------------------------------------------------------------------
 # check: bvlua's parameters and batches in, the differences out
 
+# A Gemma layer's parameters: this module's attribute, bvlua's name under llm/layers/ (stacked
+# along the depth there).
+LAYER_NAMES = [("pre_attention_norm", "pre_attention_norm/scale"),
+               ("pre_ffw_norm", "pre_ffw_norm/scale"), ("q_einsum", "attn/q_einsum/w"),
+               ("kv_einsum", "attn/kv_einsum/w"), ("attn_vec_einsum", "attn/attn_vec_einsum/w"),
+               ("gating_einsum", "mlp/gating_einsum"), ("linear", "mlp/linear")]
+
+
 def load_bvlua(model, params):
     t = {k: torch.from_numpy(v) for k, v in params.items()}
     with torch.no_grad():
@@ -348,11 +356,7 @@ def load_bvlua(model, params):
         model.llm.input_embedding.copy_(t["llm/embedder/input_embedding"])
         model.llm.final_norm.copy_(t["llm/final_norm/scale"])
         for i, layer in enumerate(model.llm.layers):
-            for ours, theirs in [("pre_attention_norm", "pre_attention_norm/scale"),
-                                 ("pre_ffw_norm", "pre_ffw_norm/scale"),
-                                 ("q_einsum", "attn/q_einsum/w"), ("kv_einsum", "attn/kv_einsum/w"),
-                                 ("attn_vec_einsum", "attn/attn_vec_einsum/w"),
-                                 ("gating_einsum", "mlp/gating_einsum"), ("linear", "mlp/linear")]:
+            for ours, theirs in LAYER_NAMES:
                 getattr(layer, ours).copy_(t["llm/layers/" + theirs][i])
 
 
@@ -380,11 +384,7 @@ def bvlua_grads(model):
     out["img/head/kernel"], out["img/head/bias"] = model.head_kernel.grad, model.head_bias.grad
     out["llm/embedder/input_embedding"] = model.llm.input_embedding.grad
     out["llm/final_norm/scale"] = model.llm.final_norm.grad
-    names = [("pre_attention_norm", "pre_attention_norm/scale"),
-             ("pre_ffw_norm", "pre_ffw_norm/scale"), ("q_einsum", "attn/q_einsum/w"),
-             ("kv_einsum", "attn/kv_einsum/w"), ("attn_vec_einsum", "attn/attn_vec_einsum/w"),
-             ("gating_einsum", "mlp/gating_einsum"), ("linear", "mlp/linear")]
-    for ours, theirs in names:
+    for ours, theirs in LAYER_NAMES:
         out["llm/layers/" + theirs] = torch.stack([getattr(l, ours).grad for l in model.llm.layers])
     return out
 
