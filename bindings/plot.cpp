@@ -118,7 +118,7 @@ int plot_contact_sheet(lua_State* L) {
     if (!img || img->dim() != 3 || img->size(2) != 3 || img->scalar_type() != at::kByte) {
       raise(L, str("contact_sheet: picture ", i, " must be a uint8 tensor [H, W, 3]"));
     }
-    at::Tensor c = img->contiguous();
+    at::Tensor c = img->to(at::kCPU).contiguous();  // a device's picture: read through a copy
     plot::Tile tile;
     tile.height = static_cast<int>(c.size(0));
     tile.width = static_cast<int>(c.size(1));

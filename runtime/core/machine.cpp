@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <dlfcn.h>
@@ -35,12 +36,16 @@ std::string resolve_device(const std::string& spec, int local_rank) {
     return cuda_available() ? resolve_device("cuda", local_rank) : "cpu";
   }
   if (spec == "cpu") return "cpu";
-  if (spec == "fake" || spec == "fake:0") {
+  if (spec == "fake" || spec.rfind("fake:", 0) == 0) {
     const char* allowed = std::getenv("BV_TEST_DEVICE");
     BV_CHECK(allowed && std::string(allowed) == "1", "device '", spec,
-             "' is the test device (host memory and the CPU's kernels, refusing CPU tensors "
-             "among its own; core/fake_device.h): set BV_TEST_DEVICE=1 to use it");
-    return enable_fake_device().str();
+             "' is the test device (the CPU's kernels, as strict as CUDA; core/fake_device.h): "
+             "set BV_TEST_DEVICE=1 to use it");
+    BV_CHECK(spec == "fake" || spec == "fake:0" || spec == "fake:1", "device '", spec,
+             "': the test device has fake:0 and fake:1");
+    enable_fake_device();
+    // Two devices, so that a process's local rank picks one as it picks a GPU.
+    return spec == "fake" ? str("fake:", local_rank % 2) : spec;
   }
   int index = local_rank;
   if (spec != "cuda") {
@@ -63,16 +68,34 @@ std::string resolve_device(const std::string& spec, int local_rank) {
   BV_CHECK(count > 0, "device '", spec,
            "': no CUDA GPU is available here (libtorch sees 0 devices); use --device cpu to "
            "train on the CPU");
+  // "cuda" and "auto": the local rank's GPU, modulo the visible ones (slurm binds one GPU per
+  // task, so every process sees one device and has its own local rank).
+  if (spec == "cuda") index = local_rank % count;
   BV_CHECK(index < count, "device '", spec, "' (local rank ", local_rank, "): there ",
            count == 1 ? "is 1 GPU" : str("are ", count, " GPUs"),
            " here, cuda:0 to cuda:", count - 1);
   return str("cuda:", index);
 }
 
+void set_current_device(const std::string& device) {
+  c10::Device d(device);
+  if (d.is_cpu()) return;
+  c10::impl::VirtualGuardImpl(d.type()).setDevice(d);
+}
+
 std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device) {
   c10::Device d(device);
   if (d.is_cpu()) return {};
-  auto stats = c10::getDeviceAllocator(d.type())->getDeviceStats(d.index() < 0 ? 0 : d.index());
+  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(d.type());
+  // CUDA's caching allocator has no statistics before its first allocation (it fails asking):
+  // nothing allocated yet is zeros.
+  if (!allocator->initialized()) {
+    return {{"bytes_in_use", 0},
+            {"peak_bytes_in_use", 0},
+            {"bytes_reserved", 0},
+            {"peak_bytes_reserved", 0}};
+  }
+  auto stats = allocator->getDeviceStats(d.index() < 0 ? 0 : d.index());
   const auto& in_use = stats.allocated_bytes[0];  // StatType::AGGREGATE
   const auto& reserved = stats.reserved_bytes[0];
   return {{"bytes_in_use", in_use.current},

@@ -17,10 +17,15 @@ bool cuda_available();
 int cuda_device_count();
 // The device a process trains on, from what the user asked for (`--device`, config.device):
 // "auto" (or "") is cuda:LOCAL_RANK when a GPU is available, else "cpu"; "cpu"; "cuda" is
-// cuda:LOCAL_RANK; "cuda:N"; "fake", the test device (core/fake_device.h), with
-// BV_TEST_DEVICE=1. Asking for a GPU that is not there is a bv::Error saying why (no
-// CUDA compiled in, no GPU, or fewer GPUs than N + 1), never a silent CPU run.
+// cuda:(LOCAL_RANK modulo the visible GPUs); "cuda:N"; "fake" (fake:(LOCAL_RANK % 2)) or
+// "fake:N", the test device (core/fake_device.h), with BV_TEST_DEVICE=1. Asking for a GPU that is
+// not there is a bv::Error saying why (no CUDA compiled in, no GPU, or fewer GPUs than N + 1),
+// never a silent CPU run.
 std::string resolve_device(const std::string& spec, int local_rank);
+// Makes `device` (resolve_device's answer) this process's current device: a process sets it
+// before its first allocation, or CUDA makes a context on GPU 0 for the first pinned batch.
+// Nothing for the CPU.
+void set_current_device(const std::string& device);
 // The device's memory as its caching allocator counts it, under JAX's names (big_vision logs
 // them as y/devmem/dev0/<name>): bytes_in_use, peak_bytes_in_use, bytes_reserved,
 // peak_bytes_reserved. Empty for the CPU, which has no such allocator.
