@@ -23,7 +23,9 @@
 #endif
 
 #include "core/error.h"
+#include "core/fake_device.h"
 #include "core/machine.h"
+#include "distributed/wait.h"
 
 #if !defined(USE_C10D_GLOO)
 #error "runtime/distributed needs -DUSE_C10D_GLOO (CMakeLists.txt's bv_torch target sets it)"
@@ -146,13 +148,43 @@ struct DistGroup {
   c10::intrusive_ptr<::c10d::Store> store;
   c10::intrusive_ptr<Comm> comm;  // null for a single process
   // With NCCL, a Gloo group beside it for host values (a stop flag, an evaluator's counts, the
-  // loss a trainer reads): summing them must not send them through the GPU and stall it.
+  // loss a trainer reads): summing them must not send them through the GPU and stall it. On the
+  // fake device, the same split with two Gloo groups, so that a rank sending a device tensor
+  // while its peer receives into a host one hangs (and times out) here as it would on NCCL.
   c10::intrusive_ptr<Comm> host_comm;
   std::string host;
   std::vector<Peer> peers;  // by rank; filled at init
+  // BV_CHECK_COLLECTIVES=1: before each collective every rank compares what it is about to
+  // issue with its peers' (check_same_collective); `issued` numbers the collectives.
+  bool check_collectives = false;
+  uint64_t issued = 0;
+
+  ~DistGroup();
 };
 
+DistGroup::~DistGroup() {
+#if defined(USE_C10D_NCCL)
+  // ProcessGroupNCCL's destructor without shutdown() warns and may hang on a communicator with
+  // work in flight; shutdown() lets NCCL tear its communicators down in order.
+  if (backend == "nccl" && comm) {
+    try {
+      static_cast<::c10d::ProcessGroupNCCL&>(*comm).shutdown();
+    } catch (const std::exception&) {  // at exit: nothing left to tell
+    }
+  }
+#endif
+}
+
 namespace {
+
+std::string store_get(::c10d::Store& store, const std::string& key) {
+  std::vector<uint8_t> v = store.get(key);
+  return std::string(v.begin(), v.end());
+}
+
+void store_set(::c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
 
 // The ranks on this host whose processes are gone, as "rank 1 (pid 1234)". A peer's sockets
 // close a moment before its process turns into a zombie, so look up to `attempts` times, 0.1 s
@@ -217,9 +249,10 @@ std::string first_line(const std::string& s) {
        "): ", who, ": ", first_line(cause));
 }
 
-// Runs one c10d collective and waits for it, at most the group timeout.
+// Runs one c10d collective on `comm` and waits for it (dist/wait.h: on NCCL the current stream
+// waits, not the host; Gloo's at most the group timeout).
 template <typename Start>
-void run_collective(DistGroup& g, const std::string& what, Start&& start) {
+void run_collective(DistGroup& g, Comm& comm, const std::string& what, Start&& start) {
   c10::intrusive_ptr<::c10d::Work> work;
   try {
     work = start();
@@ -227,7 +260,7 @@ void run_collective(DistGroup& g, const std::string& what, Start&& start) {
     fail_collective(g, what, e.what(), true);
   }
   try {
-    work->wait(g.timeout);
+    wait_for_work(*work, waits_on_stream(comm), g.timeout);
   } catch (const std::exception& e) {
     fail_collective(g, what, e.what());
   }
@@ -260,9 +293,61 @@ void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& ts) {
   }
 }
 
-// The group that moves `flat`: NCCL's for CUDA tensors, the Gloo side group (if any) for others.
+// The group that moves `flat`: the device's (NCCL's, or the fake device's Gloo group) for
+// device tensors, the host group (if any) for host ones.
 Comm& comm_for(DistGroup& g, const at::Tensor& flat) {
-  return g.host_comm && !flat.is_cuda() ? *g.host_comm : *g.comm;
+  return g.host_comm && flat.is_cpu() ? *g.host_comm : *g.comm;
+}
+
+// "broadcast of 12 float32 on fake from rank 1": what a rank is about to issue.
+std::string describe_collective(const char* op, const at::Tensor& flat, int root) {
+  if (!flat.defined()) return op;
+  std::string s = bv::str(op, " of ", flat.numel(), " ", flat.scalar_type(), " on ",
+                          c10::DeviceTypeName(flat.device().type(), /*lower_case=*/true));
+  if (root >= 0) s += bv::str(" from rank ", root);
+  return s;
+}
+
+// A peer's entry of check_same_collective, waited for in slices: the store does not notice a
+// peer that died (a collective does), so between slices we look whether a local peer is gone.
+// Waiting for a peer's entry is waiting for the peer: a failure reads as the collective's.
+std::string wait_for_entry(DistGroup& g, const std::string& key, const char* op) {
+  auto deadline = std::chrono::steady_clock::now() + g.timeout;
+  for (;;) {
+    try {
+      g.store->wait({key}, Millis(200));
+      return store_get(*g.store, key);
+    } catch (const std::exception& e) {
+      if (std::chrono::steady_clock::now() > deadline || !lost_local_ranks(g, 1).empty()) {
+        fail_collective(g, op, e.what());
+      }
+    }
+  }
+}
+
+// BV_CHECK_COLLECTIVES=1 (on in the tests): every rank publishes its next collective in the
+// store and compares it with every peer's, so that ranks that disagree (a different op, dtype,
+// size, device type or root) fail at once, naming both, instead of hanging until the timeout.
+// c10d's C++ API has no ProcessGroupWrapper, which does this in Python. Costs a store round
+// trip per peer per collective: for tests and for hunting a hang, not for speed.
+void check_same_collective(DistGroup& g, const char* op, const at::Tensor& flat, int root = -1) {
+  if (!g.check_collectives || !g.comm) return;
+  uint64_t n = ++g.issued;
+  std::string mine = describe_collective(op, flat, root);
+  std::string prefix = bv::str("bv/collective/", n, "/");
+  try {
+    store_set(*g.store, prefix + std::to_string(g.env.rank), mine);
+  } catch (const std::exception& e) {
+    fail_collective(g, op, e.what());
+  }
+  for (int r = 0; r < g.env.world_size; ++r) {
+    if (r == g.env.rank) continue;
+    std::string theirs = wait_for_entry(g, prefix + std::to_string(r), op);
+    BV_CHECK(theirs == mine, "dist: collective #", n, " differs across ranks: rank ", g.env.rank,
+             " issued ", mine, ", rank ", r, " issued ", theirs,
+             " (every rank must issue the same collectives, in the same order, on the same kind "
+             "of device; on NCCL this would hang)");
+  }
 }
 
 // The buffer the backend works on: NCCL takes CUDA tensors (host ones go to the Gloo side group,
@@ -295,15 +380,6 @@ c10::intrusive_ptr<::c10d::Store> connect_store(const DistEnv& env, Millis timeo
         "/worker/attempt_" + std::to_string(env.restart_count), store);
   }
   return make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
-}
-
-std::string store_get(::c10d::Store& store, const std::string& key) {
-  std::vector<uint8_t> v = store.get(key);
-  return std::string(v.begin(), v.end());
-}
-
-void store_set(::c10d::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
 // Every rank publishes "<host> <pid>" and reads everyone else's, so a later failure can tell
@@ -384,6 +460,8 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
   g->timeout_s = timeout_s;
   g->timeout = Millis(static_cast<int64_t>(timeout_s * 1000));
   g->host = hostname();
+  const char* check = env_or_null("BV_CHECK_COLLECTIVES");
+  g->check_collectives = check && std::string(check) == "1";
   if (env.world_size == 1) {
     g->store = c10::make_intrusive<::c10d::HashStore>();
     g->store->setTimeout(g->timeout);
@@ -410,6 +488,14 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
           make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store), env.rank,
                     env.world_size, g->timeout,
                     make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr)));
+    } else if (fake_device_enabled()) {
+      // The test device: its tensors and host tensors go through two groups, as on NCCL.
+      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
+      auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
+      g->comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("device_group", g->store),
+                          env.rank, env.world_size, g->timeout, device);
+      g->host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store),
+                               env.rank, env.world_size, g->timeout, device);
     } else {
       const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
       auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
@@ -459,7 +545,9 @@ void all_reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean
     std::vector<at::Tensor> bufs{wire_buffer(g, flat, "all_reduce")};
     ::c10d::AllreduceOptions opts;  // reduceOp defaults to SUM
     opts.timeout = g.timeout;
-    run_collective(g, "all_reduce", [&] { return comm_for(g, flat).allreduce(bufs, opts); });
+    check_same_collective(g, "all_reduce", flat);
+    Comm& comm = comm_for(g, flat);
+    run_collective(g, comm, "all_reduce", [&] { return comm.allreduce(bufs, opts); });
     if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
@@ -474,7 +562,9 @@ void broadcast_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) 
     opts.rootRank = root;
     opts.rootTensor = 0;
     opts.timeout = g.timeout;
-    run_collective(g, "broadcast", [&] { return comm_for(g, flat).broadcast(bufs, opts); });
+    check_same_collective(g, "broadcast", flat, root);
+    Comm& comm = comm_for(g, flat);
+    run_collective(g, comm, "broadcast", [&] { return comm.broadcast(bufs, opts); });
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   if (g.env.rank != root) unflatten(flat, tensors);
@@ -488,7 +578,9 @@ void reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
     opts.rootRank = root;
     opts.rootTensor = 0;
     opts.timeout = g.timeout;
-    run_collective(g, "reduce", [&] { return comm_for(g, flat).reduce(bufs, opts); });
+    check_same_collective(g, "reduce", flat, root);
+    Comm& comm = comm_for(g, flat);
+    run_collective(g, comm, "reduce", [&] { return comm.reduce(bufs, opts); });
     if (g.env.rank == root && !bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   if (g.env.rank == root) unflatten(flat, tensors);
@@ -524,6 +616,7 @@ struct PendingCollective {
   c10::intrusive_ptr<::c10d::Work> work;  // null: nothing to wait for (one process)
   at::Tensor target, wire;                // wire: what the backend writes (target, or a copy)
   bool copy_back = true;                  // whether this rank's target gets the result
+  bool stream_wait = false;               // NCCL's: dist_wait orders the stream, not the host
   bool done = false;
 };
 
@@ -543,8 +636,11 @@ std::shared_ptr<PendingCollective> dist_broadcast_start(DistGroup& g, const at::
   opts.rootRank = root;
   opts.rootTensor = 0;
   opts.timeout = g.timeout;
+  check_same_collective(g, "broadcast", tensor, root);
+  Comm& comm = comm_for(g, tensor);
+  p->stream_wait = waits_on_stream(comm);
   try {
-    p->work = comm_for(g, tensor).broadcast(bufs, opts);
+    p->work = comm.broadcast(bufs, opts);
   } catch (const std::exception& e) {
     fail_collective(g, "broadcast", e.what(), true);
   }
@@ -569,8 +665,11 @@ std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Ten
   opts.rootRank = root;
   opts.rootTensor = 0;
   opts.timeout = g.timeout;
+  check_same_collective(g, "reduce", tensor, root);
+  Comm& comm = comm_for(g, tensor);
+  p->stream_wait = waits_on_stream(comm);
   try {
-    p->work = comm_for(g, tensor).reduce(bufs, opts);
+    p->work = comm.reduce(bufs, opts);
   } catch (const std::exception& e) {
     fail_collective(g, "reduce", e.what(), true);
   }
@@ -582,7 +681,7 @@ void dist_wait(PendingCollective& p) {
   p.done = true;
   if (!p.work) return;
   try {
-    p.work->wait(p.group->timeout);
+    wait_for_work(*p.work, p.stream_wait, p.group->timeout);
   } catch (const std::exception& e) {
     fail_collective(*p.group, p.what, e.what());
   }
@@ -597,7 +696,8 @@ void dist_barrier(DistGroup& g) {
   ::c10d::BarrierOptions opts;
   opts.timeout = g.timeout;
   Comm& comm = g.host_comm ? *g.host_comm : *g.comm;  // a host-side wait: no device involved
-  run_collective(g, "barrier", [&] { return comm.barrier(opts); });
+  check_same_collective(g, "barrier", at::Tensor());
+  run_collective(g, comm, "barrier", [&] { return comm.barrier(opts); });
 }
 
 void dist_store_set(DistGroup& g, const std::string& key, const std::string& value) {

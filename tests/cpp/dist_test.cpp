@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fake_device.h"
 #include "core/machine.h"
 #include "distributed/dist.h"
 #include "distributed/launch.h"
+#include "distributed/wait.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -87,19 +89,20 @@ std::vector<Rank> spawn_ranks(int world, const std::string& scenario, const std:
   std::string exe = bv::current_executable();
   std::vector<Rank> ranks(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      bool ours = false;
-      for (const char* name : kDistVars) ours = ours || kv.rfind(std::string(name) + "=", 0) == 0;
-      if (!ours) env.push_back(kv);
-    }
     std::map<std::string, std::string> vars = {
         {"RANK", std::to_string(r)},           {"WORLD_SIZE", std::to_string(world)},
         {"LOCAL_RANK", std::to_string(r)},     {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)}, {"BV_DIST_TEST_SCENARIO", scenario},
         {"BV_DIST_TEST_OUT", out_dir},         {"OMP_NUM_THREADS", "1"}};
     for (const auto& [k, v] : extra) vars[k] = v;
+    // This process's environment, less the variables set here (getenv would see the first).
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool ours = vars.count(kv.substr(0, kv.find('='))) > 0;
+      for (const char* name : kDistVars) ours = ours || kv.rfind(std::string(name) + "=", 0) == 0;
+      if (!ours) env.push_back(kv);
+    }
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     std::vector<std::string> args = {exe, "dist worker"};
     std::vector<char*> cargs, cenv;
@@ -241,6 +244,28 @@ void worker_stuck(const std::string& out) {
   REQUIRE(!msg.empty());
 }
 
+// On the fake device, rank 0 sums a device tensor while rank 1 sums a host one: on NCCL the two
+// go to different groups (NCCL's and the Gloo host group) and both ranks hang. Each rank writes
+// how long it took and its error.
+void worker_mismatch(const std::string& out) {
+  bv::enable_fake_device();
+  int local_rank = bv::dist_env_from_environ().local_rank;
+  bv::set_current_device("fake:" + std::to_string(local_rank % 2));
+  auto g = bv::dist_init(bv::dist_env_from_environ(), "gloo", 3);
+  int r = bv::dist_rank(*g);
+  auto start = std::chrono::steady_clock::now();
+  std::string msg;
+  try {
+    std::vector<at::Tensor> ts = {r == 0 ? at::ones({4}, at::TensorOptions().device("fake"))
+                                         : at::ones({4})};
+    bv::dist_all_reduce(*g, ts, false);
+  } catch (const bv::Error& e) {
+    msg = e.what();
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_file(out + "/rank" + std::to_string(r), std::to_string(secs) + "\n" + msg);
+}
+
 double leading_number(const std::string& text) {
   return std::stod(text.substr(0, text.find('\n')));
 }
@@ -261,6 +286,8 @@ TEST_CASE("dist worker", "[.dist_worker]") {
     worker_lost(out);
   } else if (scenario == "stuck") {
     worker_stuck(out);
+  } else if (scenario == "mismatch") {
+    worker_mismatch(out);
   } else {
     FAIL("unknown BV_DIST_TEST_SCENARIO '" << scenario << "'");
   }
@@ -408,4 +435,57 @@ TEST_CASE("dist: a collective that nobody joins times out instead of hanging") {
   CHECK(secs < 15);
   CHECK(contains(report, "dist.all_reduce failed on rank 0 of 2"));
   CHECK(contains(report, "within the group timeout (3 s)"));
+}
+
+TEST_CASE("dist: on the fake device a device tensor and a host tensor go to different groups") {
+  // Without the check, both ranks wait in different groups until the timeout, as on NCCL.
+  {
+    bv::test::TempDir tmp("bv_dist");
+    std::vector<Rank> ranks = spawn_ranks(2, "mismatch", tmp.path, {{"BV_CHECK_COLLECTIVES", "0"}});
+    wait_ranks(ranks, 60);
+    for (int r : {0, 1}) {
+      std::string report = read_file(tmp / ("rank" + std::to_string(r)));
+      INFO("rank " << r << ": " << report);
+      CHECK(exited_ok(ranks[r]));
+      CHECK(leading_number(report) >= 2.5);  // the group timeout is 3 s
+      CHECK(contains(report, "dist.all_reduce failed on rank " + std::to_string(r)));
+    }
+  }
+  // With BV_CHECK_COLLECTIVES=1, an error at once that names both ranks' collectives.
+  bv::test::TempDir tmp("bv_dist");
+  std::vector<Rank> ranks = spawn_ranks(2, "mismatch", tmp.path, {{"BV_CHECK_COLLECTIVES", "1"}});
+  wait_ranks(ranks, 60);
+  for (int r : {0, 1}) {
+    std::string report = read_file(tmp / ("rank" + std::to_string(r)));
+    INFO("rank " << r << ": " << report);
+    CHECK(exited_ok(ranks[r]));
+    CHECK(leading_number(report) < 2);
+    CHECK(contains(report, "collective #1 differs across ranks"));
+    CHECK(contains(report, "all_reduce of 4 Float on fake"));
+    CHECK(contains(report, "all_reduce of 4 Float on cpu"));
+  }
+}
+
+namespace {
+
+// A collective's Work that records the timeout it was waited with.
+struct RecordingWork final : ::c10d::Work {
+  std::optional<std::chrono::milliseconds> seen;
+  bool wait(std::chrono::milliseconds timeout) override {
+    seen = timeout;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("dist: NCCL's collectives are waited for on the stream, Gloo's with the timeout") {
+  // A timeout given to ProcessGroupNCCL's wait makes the host busy-wait for the collective.
+  RecordingWork nccl, gloo;
+  bv::wait_for_work(nccl, /*on_stream=*/true, std::chrono::milliseconds(5000));
+  REQUIRE(nccl.seen);
+  CHECK(nccl.seen->count() == 0);  // c10d's kNoTimeout: a stream-level wait
+  bv::wait_for_work(gloo, /*on_stream=*/false, std::chrono::milliseconds(5000));
+  REQUIRE(gloo.seen);
+  CHECK(gloo.seen->count() == 5000);
 }
