@@ -101,9 +101,10 @@ local function check_rules(rules)
 end
 
 -- group: a bv.dist group, or nil for a single process.
-function M.new(config, group)
+function M.new(config, group, device)
   local self = setmetatable({group = group, rank = group and group:rank() or 0,
-                             world = group and group:world_size() or 1}, Sharding)
+                             world = group and group:world_size() or 1,
+                             device = device or "cpu"}, Sharding)
   check_mesh(config.mesh, self.world)
   check_rules(config.sharding_rules)
   local strategy = config.sharding_strategy or {{".*", "replicate"}}
@@ -396,12 +397,14 @@ function Sharding:full_opt_state(opt, full_spec)
   local spec_of = {}
   for _, s in ipairs(full_spec) do spec_of[s.name] = s end
   local out = self.rank == 0 and {} or nil
+  -- On rank 0, into host tensors, one received tensor at a time (the whole state never needs
+  -- to fit on one device).
   local function place(s, t, rows)
     if rows and row_aligned(s.shape, self.shapes[s.param]) then
       out[s.name] = out[s.name] or bv.zeros(s.shape, s.dtype)
       for i, row in ipairs(rows) do out[s.name]:select(1, row):copy_(t:select(1, i)) end
     else
-      out[s.name] = t
+      out[s.name] = t:to("cpu")
     end
   end
   if out then
@@ -419,7 +422,9 @@ function Sharding:full_opt_state(opt, full_spec)
         if rows and row_aligned(s.shape, self.shapes[s.param]) then
           shape = {#rows, table.unpack(s.shape, 2)}
         end
-        local t = (self.rank == r) and mine[s.name] or bv.zeros(shape, s.dtype)
+        -- Received where the owner sends from: its device. (A host buffer here would put
+        -- the receive in the host group and the send in the device's: a hang on NCCL.)
+        local t = (self.rank == r) and mine[s.name] or bv.zeros(shape, s.dtype):to(self.device)
         by_dtype[s.dtype] = by_dtype[s.dtype] or {}
         table.insert(by_dtype[s.dtype], {spec = s, t = t, rows = rows})
       end

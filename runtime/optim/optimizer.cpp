@@ -86,6 +86,7 @@ struct Optimizer::Impl {
   int64_t count = 0;
   // ScheduleContext's fsdp fields.
   std::function<void(at::Tensor&)> sum_over_processes;
+  c10::Device device = c10::Device(c10::kCPU);  // the parameters' (ctx.device)
   std::set<std::string> replicated;
   bool count_replicated = true;
 
@@ -235,6 +236,7 @@ Optimizer::Optimizer(const json& config,
   if (clip != 0) m.clip_norm = clip;
 
   m.sum_over_processes = ctx.sum_over_processes;
+  m.device = ctx.device;
   m.replicated = ctx.replicated;
   m.count_replicated = ctx.count_replicated;
   for (const auto& name : m.replicated) {
@@ -288,8 +290,10 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
     if (m.counted(leaf)) trainable_grads.push_back(g[i]);
   }
 
-  // The parameters' device (a process that owns none of them under fsdp still sums its zero there).
-  c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.begin()->second.device();
+  // The parameters' device, as the optimizer was told (ctx.device): a process that owns none of
+  // them under fsdp still sums its zero there, so that its part of the collective is a device
+  // tensor like everyone else's (a host one would go to the host group: a hang on NCCL).
+  c10::Device device = m.device;
   // l2_grads and gradient clipping both see the non-frozen gradients only. With fsdp each
   // process holds a part: the squares are summed over processes, in float64 on the device (the
   // collective takes device tensors). Nothing here reads a value on the host: the norms stay on

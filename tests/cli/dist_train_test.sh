@@ -64,11 +64,20 @@ train s2to1 2 "$FSDP" $SCAN --config.total_steps=4
 train s2to1 1 $SCAN
 train one_accum 1 --config.accum_steps=2         # micro-batches: fetched values are reused
 train fsdp_accum 2 "$FSDP" --config.accum_steps=2
-# On the test device (core/fake_device.h: an op that meets a CPU tensor among its own fails), as
-# on GPUs: parameters, gradients, optimizer state and batches off the host, fsdp by layers and
-# zero1, their collectives through host copies (Gloo has no device transport; NCCL on CUDA).
+# On the test device (core/fake_device.h: as strict as CUDA), as on GPUs: parameters, gradients,
+# optimizer state and batches off the host, rank 0 on fake:0 and rank 1 on fake:1 (an allocation
+# on the other's device fails), device tensors in one Gloo group and host tensors in another (as
+# NCCL and its host group), every collective compared across ranks (BV_CHECK_COLLECTIVES: a
+# mismatch fails at once instead of hanging); fsdp by layers and zero1, each saving checkpoints
+# (every rank sends its optimizer state to rank 0) and resuming from one.
+export BV_CHECK_COLLECTIVES=${BV_CHECK_COLLECTIVES:-1}
 BV_TEST_DEVICE=1 train fsdp_scan_dev 2 "$FSDP" $SCAN --device fake
 BV_TEST_DEVICE=1 train zero1_dev 2 "$ZERO1" --device fake
+BV_TEST_DEVICE=1 train fsdp_dev_resume 2 "$FSDP" --device fake --config.total_steps=4
+BV_TEST_DEVICE=1 train fsdp_dev_resume 2 "$FSDP" --device fake
+BV_TEST_DEVICE=1 train zero1_dev_resume 2 "$ZERO1" --device fake --config.total_steps=4
+BV_TEST_DEVICE=1 train zero1_dev_resume 2 "$ZERO1" --device fake
+grep -q "Resumed from .*zero1_dev_resume.* at step 4" "$TMP/out" || fail "zero1 on fake resumed at 4"
 grep -q "NOTE: Training on fake:0 .*rank 0 of 2, collectives by gloo" "$TMP/out" \
   || fail "the first NOTE names the device, the rank and the backend"
 
@@ -79,7 +88,8 @@ grep -q "NOTE: Training on fake:0 .*rank 0 of 2, collectives by gloo" "$TMP/out"
 for _, pair in ipairs({{'rep', 'one'}, {'fsdp', 'one'}, {'a2to1', 'one'}, {'a1to2', 'one'},
                       {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}, {'s2to1', 'one_scan'},
                       {'fsdp_accum', 'one_accum'}, {'fsdp_scan_dev', 'one_scan'},
-                      {'zero1_dev', 'one'}}) do
+                      {'zero1_dev', 'one'}, {'fsdp_dev_resume', 'one'},
+                      {'zero1_dev_resume', 'one'}}) do
   local w, ref = pair[1], bv.ckpt.load('$TMP/' .. pair[2])
   assert(ref.step == 8, 'the 1-process run ended at step ' .. ref.step)
   local ck = bv.ckpt.load('$TMP/' .. w)

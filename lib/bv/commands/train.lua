@@ -229,6 +229,10 @@ function M.main(argv)
     guard.rc = M.launch(argv, opts.nproc)
     return guard.rc
   end
+  -- This process's device is made current before anything is allocated on it (a pinned batch,
+  -- NCCL's communicator): on CUDA the first allocation makes a context on the current device,
+  -- GPU 0 unless set. (Not in a launcher of --nproc processes: it uses no device.)
+  bv.set_device(device)
   local run = {config_file = opts.config, device = device, profile = opts.profile}
   local env = bv.dist.env()
   if env.world_size > 1 then
