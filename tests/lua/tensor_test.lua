@@ -255,4 +255,22 @@ T.test("move_to_ moves the object's own tensor; release drops it", function()
   T.raises(function() return t:shape() end, "tensor was released")
 end)
 
+-- Device memory is not host memory (the fake device's data_ptr cannot be read by the host, as a
+-- CUDA pointer cannot): what writes pictures copies a device tensor to the host first.
+T.test("pictures of device tensors: a contact sheet and a PNG read them through a copy", function()
+  local device = bv._fake_device()
+  local img = (bv.rand({8, 8, 3}, bv.rng(0)) * 255):to("uint8")
+  local dir = os.tmpname()
+  os.remove(dir)
+  bv.fs.mkdirs(dir)
+  bv._plot.contact_sheet({{image = img:to(device), title = "on the device"}}, dir .. "/sheet.png",
+                         {columns = 1, cell = 16})
+  T.truthy(bv.fs.exists(dir .. "/sheet.png"))
+  bv.image.write_png(img:to(device), dir .. "/img.png")
+  T.eq(bv.image.read(dir .. "/img.png"):totable(), img:totable())
+  os.remove(dir .. "/img.png")
+  os.remove(dir .. "/sheet.png")
+  os.remove(dir)
+end)
+
 T.run()
