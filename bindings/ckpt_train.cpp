@@ -121,10 +121,31 @@ int ckpt_save(lua_State* L) {
   return 1;
 }
 
-// bv.ckpt.load(workdir) -> nil | {step, tensors, state, path, warning, keep}
+// bv.ckpt.load(workdir [, {tensors = false}]) -> nil | {step, tensors, state, path, warning,
+// keep}; tensors = false verifies the checkpoint all the same but loads no tensor (a resume reads
+// them one at a time through bv.ckpt.open(path)).
 int ckpt_load(lua_State* L) {
   std::string workdir = luaL_checkstring(L, 1);
-  std::optional<ckpt::LoadedCheckpoint> loaded = ckpt::load_latest_checkpoint(workdir);
+  bool with_tensors = true;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || std::string(lua_tostring(L, -1)) != "tensors") {
+        raise(L, str("bv.ckpt.load: unknown option '", luaL_tolstring(L, -1, nullptr),
+                     "' (options: tensors)"));
+      }
+    }
+    lua_getfield(L, 2, "tensors");
+    if (!lua_isnil(L, -1)) {
+      if (!lua_isboolean(L, -1)) raise(L, "bv.ckpt.load: option 'tensors' must be a boolean");
+      with_tensors = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  std::optional<ckpt::LoadedCheckpoint> loaded =
+      ckpt::load_latest_checkpoint(workdir, with_tensors);
   if (!loaded) {
     lua_pushnil(L);
     return 1;
@@ -133,8 +154,10 @@ int ckpt_load(lua_State* L) {
   int result = lua_gettop(L);
   lua_pushinteger(L, loaded->step);
   lua_setfield(L, result, "step");
-  push_named_tensors(L, std::move(loaded->tensors));
-  lua_setfield(L, result, "tensors");
+  if (with_tensors) {
+    push_named_tensors(L, std::move(loaded->tensors));
+    lua_setfield(L, result, "tensors");
+  }
   lua_pushlstring(L, loaded->state_json.data(), loaded->state_json.size());
   call_json(L, "decode", -1, "bv.ckpt.load: the state in '" + loaded->path + "'");
   lua_setfield(L, result, "state");

@@ -287,6 +287,14 @@ int optim_load_state(lua_State* L) {
   return 1;
 }
 
+// opt:load_state_tensor(name, t): one tensor of a state, copied in place (a resume's, read one
+// at a time).
+int optim_load_state_tensor(lua_State* L) {
+  check_optimizer(L, 1).load_state_tensor(luaL_checkstring(L, 2), check_tensor(L, 3));
+  lua_settop(L, 1);
+  return 1;
+}
+
 int optim_gc(lua_State* L) {
   static_cast<OptimizerPtr*>(luaL_checkudata(L, 1, kOptimizerMeta))->~OptimizerPtr();
   return 0;
@@ -357,6 +365,7 @@ void open_optim(lua_State* L) {
       BV_FN("schedule", optim_schedule),
       BV_FN("state", optim_state),
       BV_FN("load_state", optim_load_state),
+      BV_FN("load_state_tensor", optim_load_state_tensor),
       BV_FN("state_spec", optim_state_spec),
       BV_FN("rows_independent", optim_rows_independent),
       {nullptr, nullptr},

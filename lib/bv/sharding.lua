@@ -441,20 +441,23 @@ function Sharding:full_opt_state(opt, full_spec)
   return out
 end
 
+-- What this rank owns of `t`, the whole optimizer state tensor of spec entry `s` (an entry of
+-- opt:state_spec()): its rows, where this rank updates some rows of a split parameter; else t.
+function Sharding:owned_opt_tensor(s, t)
+  local rows = self.sharded and self:rows(s.param, self.rank)
+  if not (rows and row_aligned(t:shape(), self.shapes[s.param])) then return t end
+  local picked = {}
+  for i, row in ipairs(rows) do picked[i] = t:select(1, row) end
+  return bv.stack(picked)
+end
+
 -- What this rank owns of a whole optimizer state (a checkpoint's, saved by any number of
 -- processes), for opt:load_state.
 function Sharding:owned_opt_state(opt, full)
   if not self.sharded then return full end
   local out = {count = full.count}
   for _, s in ipairs(opt:state_spec()) do
-    local t = full[s.name]
-    local rows = self:rows(s.param, self.rank)
-    if t and rows and row_aligned(t:shape(), self.shapes[s.param]) then
-      local picked = {}
-      for i, row in ipairs(rows) do picked[i] = t:select(1, row) end
-      t = bv.stack(picked)
-    end
-    out[s.name] = t
+    out[s.name] = full[s.name] and self:owned_opt_tensor(s, full[s.name])
   end
   return out
 end

@@ -82,10 +82,14 @@ std::vector<std::string> save_checkpoint(
 // `warning` saying what was skipped and where LAST disagrees. nullopt when WORKDIR holds no
 // checkpoint at all (no LAST, no ckpt-* directory); an error naming each failure when it holds
 // some but none is valid.
-std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& workdir);
+// with_tensors = false verifies the same (the tensors file is read once, in slices, for its
+// checksum) but leaves `tensors` empty: a resume then reads its tensors one at a time
+// (ckpt/index.h), so that no rank ever holds the whole checkpoint in host memory.
+std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& workdir,
+                                                       bool with_tensors = true);
 
-// Loads and verifies one checkpoint directory.
-LoadedCheckpoint load_checkpoint_dir(const std::string& dir);
+// Loads and verifies one checkpoint directory (with_tensors: as above).
+LoadedCheckpoint load_checkpoint_dir(const std::string& dir, bool with_tensors = true);
 
 // fsync of one existing file (its data and size): for files that must be on disk before a
 // checkpoint that depends on them is published (the trainers' metrics file).

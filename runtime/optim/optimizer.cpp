@@ -389,6 +389,19 @@ std::vector<StateSpec> Optimizer::state_spec() const {
   return out;
 }
 
+namespace {
+
+// The state's "count": one whole number >= 0.
+int64_t count_of(const at::Tensor& c) {
+  BV_CHECK(c.defined() && c.numel() == 1, "optimizer state: 'count' must hold one number");
+  double count = c.to(at::kDouble).item<double>();
+  BV_CHECK(count >= 0 && count == static_cast<double>(static_cast<int64_t>(count)),
+           "optimizer state: 'count' must be a whole number >= 0, got ", count);
+  return static_cast<int64_t>(count);
+}
+
+}  // namespace
+
 void Optimizer::load_state(const NamedTensors& state) {
   Impl& m = *impl_;
   std::map<std::string, at::Tensor> given;
@@ -417,11 +430,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   BV_CHECK(unexpected.empty(), "optimizer state: unexpected ", list(unexpected),
            " (not this optimizer's state)");
 
-  const at::Tensor& c = given.at("count");
-  BV_CHECK(c.defined() && c.numel() == 1, "optimizer state: 'count' must hold one number");
-  double count = c.to(at::kDouble).item<double>();
-  BV_CHECK(count >= 0 && count == static_cast<double>(static_cast<int64_t>(count)),
-           "optimizer state: 'count' must be a whole number >= 0, got ", count);
+  int64_t count = count_of(given.at("count"));
 
   // Build the new state first, so a bad tensor leaves the optimizer as it was.
   std::vector<NamedTensors> fresh;
@@ -442,7 +451,30 @@ void Optimizer::load_state(const NamedTensors& state) {
     fresh.push_back(std::move(s));
   }
   for (size_t i = 0; i < m.leaves.size(); ++i) m.leaves[i].state = std::move(fresh[i]);
-  m.count = static_cast<int64_t>(count);
+  m.count = count;
+}
+
+void Optimizer::load_state_tensor(const std::string& name, const at::Tensor& t) {
+  Impl& m = *impl_;
+  if (name == "count") {
+    m.count = count_of(t);
+    return;
+  }
+  size_t slash = name.rfind('/');
+  auto it = slash == std::string::npos ? m.index.end() : m.index.find(name.substr(0, slash));
+  if (it != m.index.end()) {
+    Impl::Leaf& leaf = m.leaves[it->second];
+    for (auto& [field, mine] : leaf.state) {
+      if (field != name.substr(slash + 1)) continue;
+      BV_CHECK(leaf.owned, "optimizer state: '", name, "' is another process's to load");
+      BV_CHECK(t.defined() && t.sizes() == mine.sizes(), "optimizer state: '", name, "' has shape ",
+               t.defined() ? shape_string(t) : "?", ", expected ", shape_string(mine));
+      at::NoGradGuard no_grad;
+      mine.copy_(t);
+      return;
+    }
+  }
+  fail("optimizer state: unexpected '", name, "' (not this optimizer's state)");
 }
 
 }  // namespace bv::optim

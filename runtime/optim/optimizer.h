@@ -94,6 +94,11 @@ class Optimizer {
   // superset of the owned part) and keeps what it owns.
   NamedTensors state() const;
   void load_state(const NamedTensors& state);
+  // One tensor of such a state, copied in place into this process's (on its device, in its
+  // dtype), so that a resume reads and holds one tensor at a time: "count", or
+  // "<param>/<field>" of a parameter owned here (another process's is an error, as are an
+  // unknown name and a wrong shape, each named).
+  void load_state_tensor(const std::string& name, const at::Tensor& t);
   // Every state tensor's name, shape and dtype, owned here or not (sorted by name).
   std::vector<StateSpec> state_spec() const;
 
