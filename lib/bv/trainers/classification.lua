@@ -89,6 +89,7 @@ return function(config, workdir, run)
     end)
     local log_now = utils.log_now(state, step)
     local m = opt:update(shard:owned(params), grads, {norms = log_now})
+    utils.release(grads)  -- freed now, not kept through the next backward by the collector
     shard:sync_params(params)  -- zero1: the owners broadcast what they updated
     if log_now then utils.log_training(state, step, loss, m) end  -- reads the loss: NaN guard
     local stopped = utils.end_of_step(state, step, params, loss)  -- checkpoint, stop, evals
