@@ -435,6 +435,31 @@ c10::Scalar fake_local_scalar_dense(const at::Tensor& t) {
   return at::native::_local_scalar_dense_cpu(host_alias(t));
 }
 
+// An op that draws from the default generator without taking one (native_dropout, which
+// at::dropout calls on an accelerator): on CUDA it draws from CUDA's default generator, so here
+// the CPU kernel runs with the fake device's default generator's state in the CPU's default one,
+// and the CPU's own state is put back after.
+void run_with_device_generator(const c10::OperatorHandle& op, torch::jit::Stack* stack, int index) {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  at::Generator device =
+      static_cast<FakeGenerator*>(
+          default_fake_generator(static_cast<c10::DeviceIndex>(index)).unsafeGetGeneratorImpl())
+          ->cpu;
+  auto state_of = [](at::Generator& g) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.get_state();
+  };
+  auto set_state = [](at::Generator& g, const at::Tensor& state) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  };
+  at::Tensor saved = state_of(cpu);
+  set_state(cpu, state_of(device));
+  at::native::cpu_fallback(op, stack);
+  set_state(device, state_of(cpu));
+  set_state(cpu, saved);
+}
+
 bool is_generator_type(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::GeneratorType) return true;
   auto opt = type->cast<c10::OptionalType>();
@@ -489,7 +514,11 @@ void strict_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                 "device: draw with one made for the tensors' device)");
     v = c10::IValue(static_cast<FakeGenerator*>(gen.unsafeGetGeneratorImpl())->cpu);
   }
-  at::native::cpu_fallback(op, stack);
+  if (name == "aten::native_dropout") {
+    run_with_device_generator(op, stack, index);
+  } else {
+    at::native::cpu_fallback(op, stack);
+  }
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
