@@ -201,6 +201,16 @@ int group_get(lua_State* L) {
   return 1;
 }
 
+// g:wait(key, timeout_s): get, waiting up to timeout_s instead of the group's timeout.
+int group_wait(lua_State* L) {
+  DistGroup& g = check_group(L, 1);
+  size_t klen = 0;
+  const char* key = luaL_checklstring(L, 2, &klen);
+  std::string value = dist_store_wait(g, std::string(key, klen), luaL_checknumber(L, 3));
+  lua_pushlstring(L, value.data(), value.size());
+  return 1;
+}
+
 int group_tostring(lua_State* L) {
   const DistGroup& g = check_group(L, 1);
   lua_pushstring(L, str("bv.DistGroup(rank ", dist_rank(g), " of ", dist_world_size(g), ", ",
@@ -253,6 +263,7 @@ void open_dist(lua_State* L) {
       BV_FN("barrier", group_barrier),
       BV_FN("set", group_set),
       BV_FN("get", group_get),
+      BV_FN("wait", group_wait),
       {nullptr, nullptr},
   };
   luaL_newmetatable(L, kGroupMeta);

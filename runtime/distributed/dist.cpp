@@ -311,8 +311,9 @@ std::string describe_collective(const char* op, const at::Tensor& flat, int root
 // A peer's entry of check_same_collective, waited for in slices: the store does not notice a
 // peer that died (a collective does), so between slices we look whether a local peer is gone.
 // Waiting for a peer's entry is waiting for the peer: a failure reads as the collective's.
-std::string wait_for_entry(DistGroup& g, const std::string& key, const char* op) {
-  auto deadline = std::chrono::steady_clock::now() + g.timeout;
+std::string wait_for_entry(DistGroup& g, const std::string& key, const std::string& op,
+                           Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     try {
       g.store->wait({key}, Millis(200));
@@ -342,7 +343,7 @@ void check_same_collective(DistGroup& g, const char* op, const at::Tensor& flat,
   }
   for (int r = 0; r < g.env.world_size; ++r) {
     if (r == g.env.rank) continue;
-    std::string theirs = wait_for_entry(g, prefix + std::to_string(r), op);
+    std::string theirs = wait_for_entry(g, prefix + std::to_string(r), op, g.timeout);
     BV_CHECK(theirs == mine, "dist: collective #", n, " differs across ranks: rank ", g.env.rank,
              " issued ", mine, ", rank ", r, " issued ", theirs,
              " (every rank must issue the same collectives, in the same order, on the same kind "
@@ -698,6 +699,12 @@ void dist_barrier(DistGroup& g) {
   Comm& comm = g.host_comm ? *g.host_comm : *g.comm;  // a host-side wait: no device involved
   check_same_collective(g, "barrier", at::Tensor());
   run_collective(g, comm, "barrier", [&] { return comm.barrier(opts); });
+}
+
+std::string dist_store_wait(DistGroup& g, const std::string& key, double timeout_s) {
+  BV_CHECK(timeout_s > 0, "dist.wait('", key, "'): the timeout must be positive");
+  return wait_for_entry(g, "user/" + key, "wait('" + key + "')",
+                        Millis(static_cast<int64_t>(timeout_s * 1000)));
 }
 
 void dist_store_set(DistGroup& g, const std::string& key, const std::string& value) {

@@ -81,6 +81,21 @@ grep -q "Resumed from .*zero1_dev_resume.* at step 4" "$TMP/out" || fail "zero1 
 grep -q "NOTE: Training on fake:0 .*rank 0 of 2, collectives by gloo" "$TMP/out" \
   || fail "the first NOTE names the device, the rank and the backend"
 
+# Rank 0 writes a checkpoint for longer than the collectives' timeout (here 2 s, 300 by default;
+# a 33 GB checkpoint): the other ranks wait for it on the store, not in their next collective.
+cat >"$TMP/slow_save.lua" <<'LUA'
+return function(config, workdir, run)
+  local save = bv.ckpt.save
+  bv.ckpt.save = function(...)
+    os.execute("sleep 4")
+    return save(...)
+  end
+  return require("bv.trainers.classification")(config, workdir, run)
+end
+LUA
+BV_DIST_TIMEOUT=2 train slow_save 2 --config.trainer="$TMP/slow_save.lua" --config.total_steps=4 \
+  --config.ckpt_steps=2
+
 # Parameters and optimizer state against the 1-process run. float32 sums in another order differ
 # in the last bits; momentum_hp keeps its momentum in bfloat16, where such a difference can round
 # to the neighbouring bf16 value (a relative 2^-8). Measured: see the printed lines.
