@@ -61,9 +61,14 @@ namespace {
 
 std::optional<at::ScalarType> autocast_dtype(const std::string& name) {
   if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
+  // float16's range (max 65504, smallest normal 6e-5) makes small gradients underflow to zero
+  // unless the loss is scaled up before the backward and the gradients down after it
+  // (torch.amp's GradScaler), which the step does not do. bfloat16 has float32's range.
+  BV_CHECK(name != "float16",
+           "autocast: \"float16\" needs loss scaling, which bvlua does not do; use "
+           "autocast = \"bfloat16\" (float32's range, no scaling needed)");
   BV_CHECK(name.empty() || name == "float32", "autocast: unknown dtype '", name,
-           "' (bfloat16, float16 or float32)");
+           "' (bfloat16 or float32)");
   return std::nullopt;
 }
 

@@ -38,9 +38,9 @@ struct StepOptions {
   std::string loss = "sigmoid_xent";  // big_vision's default
   int64_t accum_steps = 1;            // micro-batches; the gradient equals the full batch's
   double mixup_p = 0;                 // > 0: mixup with a ~ Beta(p, p), a = max(a, 1 - a)
-  // "" (float32) or "bfloat16"/"float16": the forward's matmuls and convolutions run in that
-  // dtype under libtorch's autocast on the images' device; the loss, the gradients and the
-  // parameters stay float32.
+  // "" (float32) or "bfloat16": the forward's matmuls and convolutions run in that dtype under
+  // libtorch's autocast on the images' device; the loss, the gradients and the parameters stay
+  // float32. "float16" is refused: it needs loss scaling, which the step does not do.
   std::string autocast;
   double label_smoothing = 0;  // the prefix-LM loss (lm_loss_and_grads)
 };

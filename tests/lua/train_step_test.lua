@@ -83,6 +83,11 @@ T.test("bf16 autocast: close to float32, not equal; gradients stay float32", fun
     local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
     m:loss_and_grads(m:init(0), {image = x, labels = y}, {autocast = "fp8"})
   end, "autocast: unknown dtype 'fp8'")
+  -- float16 without loss scaling loses small gradients to underflow: refused, naming bfloat16.
+  T.raises(function()
+    local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
+    m:loss_and_grads(m:init(0), {image = x, labels = y}, {autocast = "float16"})
+  end, 'autocast: "float16" needs loss scaling, which bvlua does not do; use autocast = "bfloat16"')
 end)
 
 T.test("mixup draws from the given stream", function()
