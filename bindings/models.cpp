@@ -182,9 +182,11 @@ int models_gemma_prefill(lua_State* L) {
   int64_t max_len = check_int(L, 4);
   if (tokens.dim() != 2) raise(L, "prefill: tokens must be [batch, length]");
   int64_t B = tokens.size(0), T = tokens.size(1);
-  at::Tensor input_mask = lua_isnoneornil(L, 5) ? at::ones({B, T}, at::kBool) : check_tensor(L, 5);
+  // The masks made here go where the tokens are (a host mask among device tensors fails there).
+  at::TensorOptions on_tokens = tokens.options().dtype(at::kBool);
+  at::Tensor input_mask = lua_isnoneornil(L, 5) ? at::ones({B, T}, on_tokens) : check_tensor(L, 5);
   auto cache = std::make_shared<models::gemma::Cache>();
-  at::Tensor causal = at::ones({T, T}, at::kBool).tril().expand({B, T, T});
+  at::Tensor causal = at::ones({T, T}, on_tokens).tril().expand({B, T, T});
   at::Tensor x = models::gemma::embed(cfg, params, tokens);
   at::Tensor pre = models::gemma::prefill(cfg, params, x, causal, input_mask, max_len, cache.get());
   push_tensor(L, models::gemma::logits(params, pre));
@@ -233,7 +235,7 @@ int models_sample(lua_State* L) {
   models::Sampler sampler = models::parse_sampler(luaL_checkstring(L, 2));
   Rng& rng = check_rng(L, 3);
   at::Tensor tok_mask = lua_isnoneornil(L, 4) ? at::Tensor() : check_tensor(L, 4);
-  auto [tokens, logp] = models::sample(logits, sampler, rng.gen, tok_mask);
+  auto [tokens, logp] = models::sample(logits, sampler, rng, tok_mask);
   push_tensor(L, tokens);
   push_tensor(L, logp);
   return 2;
@@ -288,7 +290,7 @@ void push_gradients(lua_State* L, const train::Gradients& g) {
 
 // bv._models.loss_and_grads(model, params, images, labels [, opts])
 //   opts = {loss = "sigmoid_xent", accum_steps = 1, mixup_p = 0, rng = bv.rng(...),
-//           autocast = "bfloat16" (or "float16"; default float32)}
+//           autocast = "bfloat16" (default float32; "float16" is refused: no loss scaling)}
 //   -> loss (a scalar tensor on the parameters' device), grads (table name -> tensor)
 int models_loss_and_grads(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "core/error.h"
@@ -26,8 +27,26 @@ double number(const std::string& text, const std::string& spec) {
   return v;
 }
 
+// The generator a draw on `device` takes: on the CPU the host stream's own (unchanged since
+// samplers were written: the same seed gives the same tokens); elsewhere one of the device's
+// kind (CUDA's kernels reject a CPU generator), seeded from the host stream's next number, so
+// the host state decides the draws and a resumed run draws what the first would have.
+at::Generator draw_generator(Rng& rng, const at::Device& device) {
+  if (device.is_cpu()) return rng.gen;
+  // A copy of the device's default generator (its kind, its device), which is left untouched.
+  at::Generator base = at::globalContext().defaultGenerator(device);
+  at::Generator gen;
+  {
+    std::lock_guard<std::mutex> lock(base.mutex());
+    gen = base.clone();
+  }
+  gen.set_current_seed(rng.next_u64());
+  return gen;
+}
+
 // jax.random.categorical: one draw per row from softmax(logits).
-at::Tensor categorical(const at::Tensor& logits, at::Generator gen) {
+at::Tensor categorical(const at::Tensor& logits, Rng& rng) {
+  at::Generator gen = draw_generator(rng, logits.device());
   return at::multinomial(at::softmax(logits.to(at::kFloat), -1), 1, false, gen).squeeze(-1);
 }
 
@@ -91,19 +110,20 @@ Sampler parse_sampler(const std::string& spec) {
   return s;
 }
 
-std::pair<at::Tensor, at::Tensor> sample(const at::Tensor& logits, const Sampler& sampler,
-                                         at::Generator gen, const at::Tensor& tok_mask) {
+std::pair<at::Tensor, at::Tensor> sample(const at::Tensor& logits, const Sampler& sampler, Rng& rng,
+                                         const at::Tensor& tok_mask) {
   BV_CHECK(logits.dim() == 2, "sample: logits must be [batch, vocab], got [", logits.sizes(), "]");
   at::Tensor masked = logits.to(at::kFloat);
   if (tok_mask.defined() && tok_mask.numel() > 0) {
-    masked = masked.index_fill(-1, tok_mask.to(at::kLong).view({-1}),
+    // The ids may come from the host (a pp's list) while the logits are on a device.
+    masked = masked.index_fill(-1, tok_mask.to(masked.device(), at::kLong).view({-1}),
                                -std::numeric_limits<float>::infinity());
   }
   at::Tensor tokens;
   if (sampler.kind == "greedy") {
     tokens = masked.argmax(-1);
   } else if (sampler.kind == "temperature") {
-    tokens = categorical(masked / sampler.t, gen);
+    tokens = categorical(masked / sampler.t, rng);
   } else {  // nucleus
     at::Tensor scaled = masked / sampler.t;
     at::Tensor sorted = std::get<0>(scaled.sort(-1, /*descending=*/true));
@@ -111,7 +131,7 @@ std::pair<at::Tensor, at::Tensor> sample(const at::Tensor& logits, const Sampler
     at::Tensor cutoff = (cum < sampler.p).sum(-1, /*keepdim=*/true).clamp_max(sorted.size(-1) - 1);
     at::Tensor cutoff_logit = sorted.gather(-1, cutoff);
     tokens =
-        categorical(at::where(scaled < cutoff_logit, at::full_like(scaled, -1e7), scaled), gen);
+        categorical(at::where(scaled < cutoff_logit, at::full_like(scaled, -1e7), scaled), rng);
   }
   at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1).gather(-1, tokens.unsqueeze(-1));
   return {tokens, logp.squeeze(-1)};

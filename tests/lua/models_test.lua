@@ -231,6 +231,26 @@ T.test("Gemma decoding with the KV cache gives the full forward pass's logits", 
   T.truthy(step16:allclose(full[{{}, 4}], 0.05, 0.05), "bf16 cache far off in extend")
 end)
 
+T.test("Gemma decoding on the fake device: prefill's own masks go to the tokens' device", function()
+  local device = bv._fake_device()
+  local m = bv.models.build("ppp.gemma", {width = 32, depth = 2, mlp_dim = 48, num_heads = 4,
+                                          num_kv_heads = 2, head_dim = 8, vocab_size = 30})
+  local p = m:init(4)
+  for name, t in pairs(p) do p[name] = bv.randn(t:shape(), bv.rng(#name)) * 0.3 end
+  local seq = bv.tensor({{3, 7, 1}, {5, 5, 8}})
+  local logits, cache = m:prefill(p, seq, {max_len = 8})
+  local step = m:extend(p, cache, bv.tensor({9, 2}))
+  local dp = {}
+  for name, t in pairs(p) do dp[name] = t:to(device) end
+  -- No input_mask given: prefill makes it, and the causal mask, itself.
+  local dlogits, dcache = m:prefill(dp, seq:to(device), {max_len = 8})
+  T.eq(dlogits:device(), device)
+  T.truthy(dlogits:to("cpu"):allclose(logits, 1e-4, 1e-5), "prefill on the device == on the host")
+  local dstep = m:extend(dp, dcache, bv.tensor({9, 2}):to(device))
+  T.eq(dstep:device(), device)
+  T.truthy(dstep:to("cpu"):allclose(step, 1e-4, 1e-5), "extend on the device == on the host")
+end)
+
 T.test("PaliGemma: 3B count and shapes, the prefix-LM mask", function()
   local m = bv.models.build("proj.paligemma.paligemma", {})
   T.eq(m:param_count(), 2923335408)  -- PaliGemma-3B as published

@@ -138,6 +138,65 @@ T.test("samplers: greedy, temperature, nucleus; bad specs name themselves", func
   T.raises(function() bv.models.sample(logits, "nucleus(t=1)", bv.rng(0)) end, "nucleus needs p")
 end)
 
+-- A model and batch moved to the fake device (the test device, where a host tensor among device
+-- ones fails, and a draw with a generator of another device fails as CUDA's do).
+local function on_device(t, device)
+  local out = {}
+  for k, v in pairs(t) do out[k] = bv.is_tensor(v) and v:to(device) or v end
+  return out
+end
+
+T.test("samplers on a device: a device generator seeded from the host stream", function()
+  local device = bv._fake_device()
+  local logits = bv.randn({8, 50}, bv.rng(3)):to(device)
+  local never = bv.tensor({0, 1})  -- token ids from the host
+  for _, spec in ipairs({"temperature(1.0)", "nucleus(0.9)", "nucleus(0.9, t=2.0)"}) do
+    local rng = bv.rng(7)
+    local saved = rng:state()
+    local tok, logp = bv.models.sample(logits, spec, rng)
+    T.eq(tok:device(), device, spec)
+    T.eq(logp:device(), device, spec)
+    T.eq(tok:shape(), {8}, spec)
+    -- The host stream decides the draw: put back (a resumed run), it draws the same tokens.
+    local resumed = bv.rng(0)
+    resumed:set_state(saved)
+    T.eq(bv.models.sample(logits, spec, resumed):to("cpu"):totable(), tok:to("cpu"):totable(),
+         spec .. ": resumed")
+    T.truthy(not (resumed:state() == saved), spec .. ": the host stream did not move on")
+    T.eq(resumed:state(), rng:state(), spec .. ": both streams moved on alike")
+    local masked = bv.models.sample(logits, spec, rng, never)
+    for _, id in ipairs(masked:to("cpu"):totable()) do T.truthy(id >= 2, spec .. ": masked token") end
+  end
+  -- Greedy draws nothing: the stream stays where it was.
+  local rng = bv.rng(7)
+  local saved = rng:state()
+  T.eq(bv.models.sample(logits, "greedy", rng):to("cpu"):totable(),
+       bv.models.sample(logits:to("cpu"), "greedy", bv.rng(0)):totable())
+  T.eq(rng:state(), saved)
+end)
+
+T.test("decode on a device: greedy as on the host; best_of_n with a sampler runs there", function()
+  local device = bv._fake_device()
+  local m, p = tiny()
+  local batch = {image = bv.randn({2, 8, 8, 3}, bv.rng(3)), text = bv.tensor({{2, 5, 6, 7}, {2, 9, 0, 0}}),
+                 mask_input = bv.tensor({{1, 1, 1, 1}, {1, 1, 0, 0}})}  -- no mask_ar: made there
+  local fns = predict_fns.get_all(m)
+  local dp, dbatch = on_device(p, device), on_device(batch, device)
+  T.eq(fns.decode(dp, dbatch, {max_decode_len = 4}):to("cpu"):totable(),
+       fns.decode(p, batch, {max_decode_len = 4}):totable())
+  local kw = {max_decode_len = 3, best_of_n = 3, sampler = "nucleus(0.9)", eos_token = 1}
+  kw.rng = bv.rng(5)
+  local a = fns.decode(dp, dbatch, kw)
+  kw.rng = bv.rng(5)
+  local b = fns.decode(dp, dbatch, kw)
+  T.eq(a:shape(), {2, 3})
+  T.eq(a:to("cpu"):totable(), b:to("cpu"):totable())
+  dbatch.mask_logits = bv.tensor({3, 4})  -- token ids from the host
+  kw.rng = bv.rng(5)
+  T.eq(fns.decode(dp, dbatch, kw):shape(), {2, 3})
+  T.eq(fns.logits(dp, dbatch):device(), device)
+end)
+
 T.test("img_model = bit: the ResNet's last feature map gives the image tokens", function()
   local m = bv.models.build("proj.paligemma.paligemma", {img_model = "bit",
     img = {depth = {1, 1, 1, 1}, width = 0.5},

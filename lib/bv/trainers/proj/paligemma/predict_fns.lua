@@ -37,11 +37,15 @@ local function need(batch, who)
   end
 end
 
+-- Ones shaped like t, on t's device (the masks a batch leaves out; a host tensor among the
+-- device's would fail there).
+local function ones_like(t) return bv.ones(t:shape(), "int64"):to(t:device()) end
+
 -- The prompt's parts: the eval pp gives mask_input (big_vision) or input_mask.
 local function prompt(batch)
   need(batch, "decode")
   local text = batch.text
-  local ones = bv.ones(text:shape(), "int64")
+  local ones = ones_like(text)
   return {image = batch.image, text = text, mask_ar = batch.mask_ar or ones,
           input_mask = batch.mask_input or batch.input_mask or ones}
 end
@@ -54,7 +58,7 @@ function M.get_all(model)
     local t = batch.text
     local n = t:size(2)
     local logits = model:apply(params, batch.image, t:narrow(2, 1, n - 1),
-                               (batch.mask_ar or bv.ones(t:shape(), "int64")):narrow(2, 1, n - 1))
+                               (batch.mask_ar or ones_like(t)):narrow(2, 1, n - 1))
     return logits
   end
 
