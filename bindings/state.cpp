@@ -12,6 +12,7 @@
 #include "core/fake_device.h"
 #include "core/fs.h"
 #include "core/machine.h"
+#include "core/notes.h"
 #include "core/regex.h"
 #include "core/signals.h"
 #include "image.h"
@@ -138,6 +139,19 @@ int bv_usage(lua_State* L) {
   return 1;
 }
 
+// bv._take_notes() -> {line, ...} or nil: the notes C++ posted since the last call
+// (core/notes.h), for bv.log; lib/bv/models.lua prints them after each call into a model.
+int bv_take_notes(lua_State* L) {
+  std::vector<std::string> notes = take_notes();
+  if (notes.empty()) return 0;
+  lua_createtable(L, static_cast<int>(notes.size()), 0);
+  for (size_t i = 0; i < notes.size(); ++i) {
+    lua_pushstring(L, notes[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 // bv._fake_device() -> "fake:0": the test device (core/fake_device.h), for tests; users reach
 // it through bv.device("fake") with BV_TEST_DEVICE=1.
 int bv_fake_device(lua_State* L) {
@@ -198,6 +212,7 @@ int open_native(lua_State* L) {
       BV_FN("device", bv_device),
       BV_FN("memory", bv_memory),
       BV_FN("usage", bv_usage),
+      BV_FN("_take_notes", bv_take_notes),
       BV_FN("_fake_device", bv_fake_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),

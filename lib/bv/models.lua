@@ -8,8 +8,19 @@
 -- The model is built once into a native handle (m.native: the registry entry and the parsed
 -- config); every call below goes through it.
 local json = require "bv.json"
+local log = require "bv.log"
 
 local M = {}
+
+-- A model call's results, after printing as NOTEs the lines the native side left for the log
+-- (bv._take_notes: on a GPU, which attention kernel runs, once per kind of call).
+local function noted(...)
+  local notes = bv._take_notes()
+  if notes then
+    for _, line in ipairs(notes) do log.note("%s", line) end
+  end
+  return ...
+end
 
 local Model = {}
 Model.__index = Model
@@ -60,8 +71,8 @@ function Model:apply(params, ...)
     opts = args[args.n]
     args.n = args.n - 1
   end
-  return bv._models.apply(self.native, params, opts.train or false,
-                          table.unpack(args, 1, args.n))
+  return noted(bv._models.apply(self.native, params, opts.train or false,
+                                table.unpack(args, 1, args.n)))
 end
 
 local PALIGEMMA = "proj.paligemma.paligemma"
@@ -77,7 +88,8 @@ end
 -- pp: classifiers take {image =, labels =} (one-hot or multi-hot), PaliGemma takes {image =,
 -- text =, mask_ar =, mask_loss =} (the prefix-LM loss). opts = {loss = "sigmoid_xent" |
 -- "softmax_xent" (classifiers), label_smoothing = 0 (PaliGemma), accum_steps = 1,
--- mixup_p = 0 and rng (classifiers), autocast = "bfloat16" | "float16" | nil}.
+-- mixup_p = 0 and rng (classifiers), autocast = "bfloat16" | nil (float16 is refused: it
+-- needs loss scaling)}.
 -- Returns the batch's mean loss, a scalar tensor left on the parameters' device (loss:item()
 -- reads it: a host sync, which the trainers do at log steps only), and name -> gradient.
 function Model:loss_and_grads(params, batch, opts)
@@ -90,12 +102,12 @@ function Model:loss_and_grads(params, batch, opts)
     for _, key in ipairs({"text", "mask_ar", "mask_loss"}) do
       need(batch, key, "PaliGemma's loss", "use bv.paligemma.combine_and_keep_train in the pp")
     end
-    return bv._models.lm_loss_and_grads(self.native, params, batch.image, batch.text,
-                                        batch.mask_ar, batch.mask_loss, opts)
+    return noted(bv._models.lm_loss_and_grads(self.native, params, batch.image, batch.text,
+                                              batch.mask_ar, batch.mask_loss, opts))
   end
   need(batch, "labels", "the loss",
        'make one-hot labels in the pp: onehot(num_classes, key="label", key_result="labels")')
-  return bv._models.loss_and_grads(self.native, params, batch.image, batch.labels, opts)
+  return noted(bv._models.loss_and_grads(self.native, params, batch.image, batch.labels, opts))
 end
 
 -- Decoding with a KV cache (Gemma, PaliGemma): prefill runs the prompt once and keeps every
@@ -113,21 +125,22 @@ function Model:prefill(params, tokens, opts)
     if type(b) ~= "table" or not bv.is_tensor(b.image) or not bv.is_tensor(b.text) then
       error("prefill: PaliGemma takes a batch table with image and text tensors", 2)
     end
-    local ones = bv.ones(b.text:shape(), "int64")
-    return bv._models.paligemma_prefill(self.native, params, b.image, b.text, b.mask_ar or ones,
-                                        b.input_mask or ones, opts.max_decode_len or 0)
+    local ones = bv.ones(b.text:shape(), "int64"):to(b.text:device())
+    return noted(bv._models.paligemma_prefill(self.native, params, b.image, b.text,
+                                              b.mask_ar or ones, b.input_mask or ones,
+                                              opts.max_decode_len or 0))
   end
   if self.name ~= "ppp.gemma" then error("prefill: " .. self.name .. " does not decode", 2) end
-  return bv._models.gemma_prefill(self.native, params, tokens, opts.max_len or tokens:size(2) + 32,
-                                  opts.input_mask)
+  return noted(bv._models.gemma_prefill(self.native, params, tokens,
+                                        opts.max_len or tokens:size(2) + 32, opts.input_mask))
 end
 
 function Model:extend(params, cache, tokens)
   if self.name == PALIGEMMA then
-    return bv._models.paligemma_extend(self.native, params, cache, tokens)
+    return noted(bv._models.paligemma_extend(self.native, params, cache, tokens))
   end
   if self.name ~= "ppp.gemma" then error("extend: " .. self.name .. " does not decode", 2) end
-  return bv._models.gemma_extend(self.native, params, cache, tokens)
+  return noted(bv._models.gemma_extend(self.native, params, cache, tokens))
 end
 
 -- One token per row from logits [B, V] by a big_vision sampler spec ("greedy",

@@ -5,14 +5,18 @@
 // Parameters are big_vision's, scanned by default (`layers/...` with a leading depth axis) or
 // per layer with scan=false (`layers/<i>/...`). Gemma 2's post-norms are not built yet.
 #include <ATen/ATen.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/notes.h"
 #include "core/tensor_util.h"
 #include "models/gemma.h"
 #include "models/model.h"
@@ -206,6 +210,40 @@ struct LayerParams {
   }
 };
 
+// On CUDA, which kernel SDPA picks for q, k, v [B, heads, T or S, H] with this boolean mask,
+// said once per kind of call (a NOTE in bv's log): a mask with grouped heads may leave it on
+// the math kernel, slower and holding the [T, S] weights, where flash attention was meant. A
+// kind: device, dtype, heads, kv heads, head_dim, one query or several, gradients or not (the
+// batch and the cache's length, which change every step, are not part of it). Asking
+// at::_fused_sdp_choice costs a little host time, once per kind; after that, a set lookup.
+void note_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& mask, bool gqa) {
+  using Kind = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool>;
+  static std::mutex mutex;
+  static std::set<Kind> seen;
+  bool one_query = q.size(2) == 1, grad = at::GradMode::is_enabled();
+  Kind kind{q.device().index(),
+            static_cast<int>(q.scalar_type()),
+            q.size(1),
+            k.size(1),
+            q.size(3),
+            one_query,
+            grad};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!seen.insert(kind).second) return;
+  }
+  int64_t choice = at::_fused_sdp_choice(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/false,
+                                         /*scale=*/1.0, /*enable_gqa=*/gqa);
+  std::string name = gemma::sdp_backend_name(choice);
+  post_note(
+      bv::str("gemma attention on ", q.device(), " (", q.scalar_type(), ", ", q.size(1),
+              " heads on ", k.size(1), " kv heads, head_dim ", q.size(3),
+              one_query ? ", one query per row" : ", a query per token",
+              grad ? ", with gradients" : "", "): SDPA runs the ", name, " kernel",
+              name == "math" ? " (unfused: slower, and it keeps the attention weights)" : ""));
+}
+
 // x [B, T, D], mask [B, T, S] bool -> [B, T, D]. With a cache, this call's keys and values are
 // written into its slots [length, length + T) and the queries attend over slots [0, length + T).
 at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& mask,
@@ -242,9 +280,12 @@ at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at:
     // its grouped heads (enable_gqa repeats kv head n / G for query head n) and the mask as
     // "may attend". q is already scaled. A query row always sees itself or an earlier real
     // token, so no row is masked whole (where the fused kernel and the -inf fill would differ).
-    at::Tensor o = at::scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask.view({B, 1, T, -1}),
-        /*dropout_p=*/0.0, /*is_causal=*/false, /*scale=*/1.0, /*enable_gqa=*/G > 1);
+    at::Tensor qt = q.transpose(1, 2), kt = k.transpose(1, 2), vt = v.transpose(1, 2);
+    at::Tensor m = mask.view({B, 1, T, -1});
+    if (x.device().is_cuda()) note_sdp_choice(qt, kt, vt, m, G > 1);
+    at::Tensor o = at::scaled_dot_product_attention(qt, kt, vt, m, /*dropout_p=*/0.0,
+                                                    /*is_causal=*/false, /*scale=*/1.0,
+                                                    /*enable_gqa=*/G > 1);
     enc = o.transpose(1, 2);  // [B, T, N, H]
   } else {
     at::Tensor qg = q.view({B, T, K, G, H});
@@ -378,6 +419,18 @@ at::Tensor extend(const json& cfg, const Params& params, const at::Tensor& x, Ca
 
 at::Tensor logits(const Params& params, const at::Tensor& pre_logits) {
   return at::matmul(pre_logits, param(params, "embedder/input_embedding", "gemma").t());
+}
+
+std::string sdp_backend_name(int64_t choice) {
+  switch (static_cast<at::SDPBackend>(choice)) {
+    case at::SDPBackend::error: return "none";
+    case at::SDPBackend::math: return "math";
+    case at::SDPBackend::flash_attention: return "flash";
+    case at::SDPBackend::efficient_attention: return "efficient";
+    case at::SDPBackend::cudnn_attention: return "cudnn";
+    case at::SDPBackend::overrideable: return "overrideable";
+  }
+  return bv::str("unknown (", choice, ")");  // a backend newer than this file
 }
 
 }  // namespace gemma

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include <string>
 #include <vector>
 
 #include "models/model.h"
@@ -37,5 +38,9 @@ at::Tensor extend(const nlohmann::json& cfg, const Params& params, const at::Ten
                   Cache* cache);
 // pre_logits @ embedding^T (no final softcap, as big_vision's gemma_bv compute_logits).
 at::Tensor logits(const Params& params, const at::Tensor& pre_logits);
+
+// The name of an at::_fused_sdp_choice result (at::SDPBackend's values): "math" (the unfused
+// kernel), "flash", "efficient", "cudnn", "overrideable", "none" (no kernel takes the inputs).
+std::string sdp_backend_name(int64_t choice);
 
 }  // namespace bv::models::gemma
