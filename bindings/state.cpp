@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/machine.h"
 #include "core/notes.h"
+#include "core/precision.h"
 #include "core/regex.h"
 #include "core/signals.h"
 #include "image.h"
@@ -110,6 +111,17 @@ int bv_device(lua_State* L) {
 int bv_memory(lua_State* L) {
   std::string device = lua_isnoneornil(L, 1) ? resolve_device("auto", 0)
                                              : std::string(luaL_checkstring(L, 1));
+  c10::Device d(device);
+  if (d.is_cuda()) {
+    // CUDA's caching allocator is set up by CUDA's lazy init, which the first CUDA tensor
+    // runs: asked before that (a log step ahead of any allocation, a REPL), it has no
+    // devices yet. Initialising here makes no context and allocates nothing.
+    BV_CHECK(cuda_available(), "bv.memory('", device, "'): no CUDA GPU is available here");
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    int count = cuda_device_count();
+    BV_CHECK(d.index() < count, "bv.memory('", device, "'): only ", count,
+             " CUDA device(s) are visible");
+  }
   auto stats = device_memory_stats(device);
   lua_createtable(L, 0, static_cast<int>(stats.size()));
   for (const auto& [name, bytes] : stats) {
@@ -136,6 +148,24 @@ int bv_usage(lua_State* L) {
   lua_setfield(L, -2, "max_rss_bytes");
   lua_pushstring(L, malloc_name().c_str());
   lua_setfield(L, -2, "malloc");
+  return 1;
+}
+
+// bv.set_matmul_precision(name): config.matmul_precision, JAX's "default", "high" or "highest"
+// (core/precision.h): whether CUDA's float32 matmuls and convolutions may use TF32.
+int bv_set_matmul_precision(lua_State* L) {
+  set_matmul_precision(luaL_checkstring(L, 1));
+  return 0;
+}
+
+// bv.tf32() -> {cublas = bool, cudnn = bool}: libtorch's TF32 flags as they are now.
+int bv_tf32(lua_State* L) {
+  Tf32Flags f = tf32_flags();
+  lua_createtable(L, 0, 2);
+  lua_pushboolean(L, f.cublas);
+  lua_setfield(L, -2, "cublas");
+  lua_pushboolean(L, f.cudnn);
+  lua_setfield(L, -2, "cudnn");
   return 1;
 }
 
@@ -212,6 +242,8 @@ int open_native(lua_State* L) {
       BV_FN("device", bv_device),
       BV_FN("memory", bv_memory),
       BV_FN("usage", bv_usage),
+      BV_FN("set_matmul_precision", bv_set_matmul_precision),
+      BV_FN("tf32", bv_tf32),
       BV_FN("_take_notes", bv_take_notes),
       BV_FN("_fake_device", bv_fake_device),
       BV_FN("cuda_available", bv_cuda_available),

@@ -258,5 +258,40 @@ T.test("on a device (the fake one): the same run as on the CPU, resumed there to
   end
 end)
 
+T.test("matmul_precision: CUDA's TF32 flags follow it, the CPU's numbers do not", function()
+  local runs = {}
+  for _, precision in ipairs({"highest", "default"}) do
+    local cfg = config(3)
+    cfg.matmul_precision = precision
+    runs[precision] = tmp .. "/precision_" .. precision
+    trainer(cfg, runs[precision], {})
+    local tf32 = precision ~= "highest"
+    T.eq(bv.tf32(), {cublas = tf32, cudnn = tf32}, precision)
+  end
+  -- Unset, it is big_vision's (JAX's) "default": TF32 allowed.
+  bv.set_matmul_precision("highest")
+  trainer(config(3), tmp .. "/precision_unset", {})
+  T.eq(bv.tf32(), {cublas = true, cudnn = true})
+  T.eq(deterministic_lines(runs.highest .. "/big_vision_metrics.txt"),
+       deterministic_lines(runs.default .. "/big_vision_metrics.txt"))
+  local cfg = config(3)
+  cfg.matmul_precision = "fastest"
+  T.raises(function() trainer(cfg, tmp .. "/precision_bad", {}) end,
+           'config.matmul_precision: \'fastest\' is not one of "default", "high", "highest"')
+  T.raises(function() bv.set_matmul_precision("HIGH") end, "config.matmul_precision: 'HIGH'")
+  T.eq(bv.tf32(), {cublas = true, cudnn = true}, "a refused value changes nothing")
+  T.truthy(not bv.fs.exists(tmp .. "/precision_bad/big_vision_metrics.txt"), "refused before training")
+end)
+
+T.test("autocast = float16 is refused before training: it needs loss scaling", function()
+  local cfg = config(3)
+  cfg.autocast = "float16"
+  T.raises(function() trainer(cfg, tmp .. "/fp16", {}) end,
+           'config.autocast = "float16" needs loss scaling, which bvlua does not do: use "bfloat16"')
+  T.truthy(not bv.fs.exists(tmp .. "/fp16/big_vision_metrics.txt"), "refused before training")
+  cfg.autocast = "fp8"
+  T.raises(function() trainer(cfg, tmp .. "/fp8", {}) end, 'config.autocast: unknown dtype "fp8"')
+end)
+
 T.run()
 os.execute("rm -rf '" .. tmp .. "'")

@@ -122,7 +122,11 @@ for _, k in ipairs({
   {"batch_size", "int", nil, "evaluators' batch size when neither theirs, batch_size_eval "
     .. "nor input.batch_size is set"},
   {"accum_steps", "int", 1, "split each batch into this many passes (gradient accumulation)"},
-  {"autocast", "string", nil, "\"bfloat16\": mixed-precision forward and backward"},
+  {"autocast", "string", nil, "\"bfloat16\": mixed-precision forward and backward (\"float16\" "
+    .. "is refused: it needs loss scaling)"},
+  {"matmul_precision", "string", "default", "float32 matmuls and convolutions on CUDA, by JAX's "
+    .. "names: default and high allow TF32 (as big_vision on Ampere/Hopper), highest is full "
+    .. "float32; the CPU's numbers never change"},
   {"device", "string", "auto", "what to train on: auto, cpu, cuda, cuda:N (--device wins)"},
   {"trainer", "string", "classification", "the trainer: classification, "
     .. "proj.paligemma.train, or a .lua file"},
@@ -189,11 +193,31 @@ local function metrics_writer(workdir, rank)
   return mw
 end
 
+-- config.autocast and config.matmul_precision: checked, and the precision set (process-wide,
+-- CUDA's flags only), before anything is read or built, so that a refused value fails at once.
+function M.set_precision(config)
+  local autocast = config.autocast
+  if autocast == "float16" then
+    error('config.autocast = "float16" needs loss scaling, which bvlua does not do: use '
+          .. '"bfloat16" (float32\'s range, no scaling needed)', 0)
+  elseif autocast ~= nil and autocast ~= "bfloat16" and autocast ~= "float32" then
+    error(string.format('config.autocast: unknown dtype %q (use "bfloat16", or leave it unset '
+                        .. 'for float32)', tostring(autocast)), 0)
+  end
+  local precision = config.matmul_precision or "default"
+  if type(precision) ~= "string" then
+    error("config.matmul_precision must be a string (\"default\", \"high\", \"highest\"), got "
+          .. type(precision), 0)
+  end
+  bv.set_matmul_precision(precision)
+end
+
 -- Everything a trainer needs before its model: the processes (bv.sharding), the clock, the
 -- metrics file, the checkpoint to resume from, the training data from where that checkpoint
 -- left off, and the durations. Returns the trainer state (above).
 function M.start(config, workdir, run)
   run = run or {}
+  M.set_precision(config)
   local shard = sharding.new(config, run.group)
   local state = {config = config, workdir = workdir, run = run, shard = shard,
                  rank = shard.rank, world = shard.world}
@@ -208,6 +232,10 @@ function M.start(config, workdir, run)
              bv.threads(), shard.rank, shard.world, run.group:backend())
   else
     log.note("Training on %s (%d threads)", state.device, bv.threads())
+  end
+  if state.device:match("^cuda") then
+    log.note("float32 matmuls on CUDA: %s (matmul_precision %s)",
+             bv.tf32().cublas and "TF32" or "full float32", config.matmul_precision or "default")
   end
   -- The clock (program time starts here; run.clock: a function of seconds instead of bv.clock,
   -- for tests) and the memory it logs at log steps.
