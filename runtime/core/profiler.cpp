@@ -1,6 +1,8 @@
 #include "core/profiler.h"
 
+#include <ATen/Context.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
@@ -68,10 +70,25 @@ struct Recording {
   std::unique_ptr<at::RecordFunction> step;
   std::chrono::steady_clock::time_point began;
   int64_t steps = 0;
+  bool cuda = false;  // the GPU's kernels are recorded too
 };
 std::unique_ptr<Recording> g_recording;
 
 const char kStepPrefix[] = "ProfilerStep#";
+
+// Waits for the kernels queued on every CUDA device this process has a context on (the
+// profiled steps ran there): the host runs ahead of the GPU, and Kineto stopped before they end
+// leaves the last steps' kernels out of the trace or cut short. A device without a context is
+// skipped: synchronising it would make one (and take its memory) for nothing.
+void synchronize_cuda() {
+  if (!at::hasCUDA()) return;
+  const at::AcceleratorHooksInterface& hooks =
+      at::globalContext().getAcceleratorHooksInterface(c10::DeviceType::CUDA);
+  c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  for (c10::DeviceIndex i = 0; i < guard.deviceCount(); ++i) {
+    if (hooks.hasPrimaryContext(i)) guard.synchronizeDevice(i);
+  }
+}
 
 }  // namespace
 
@@ -93,6 +110,7 @@ void start(bool cuda) {
   kineto::enableProfiler(config, activities);
   g_recording = std::make_unique<Recording>();
   g_recording->began = std::chrono::steady_clock::now();
+  g_recording->cuda = cuda;
 }
 
 void mark_step(int64_t step) {
@@ -109,6 +127,8 @@ Result stop(const std::string& trace_path) {
   BV_CHECK(g_recording, "profiler: no recording is under way (start one first)");
   std::unique_ptr<Recording> recording = std::move(g_recording);
   recording->step.reset();
+  // As torch.profiler: the step's range closed, then the GPU waited for, then Kineto stopped.
+  if (recording->cuda) synchronize_cuda();
   auto wall = std::chrono::steady_clock::now() - recording->began;
   std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();
   BV_CHECK(result, "profiler: libtorch returned no recording");
