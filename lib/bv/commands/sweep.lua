@@ -2,7 +2,8 @@
 -- GPU tutorial does with a GPU-aware task spooler. Each variant is `bvlua train CONFIG
 -- --config.KEY=VALUE ... --workdir DIR/<name>`, its name made of the swept values. Jobs run N at
 -- a time: on GPUs one per slot (CUDA_VISIBLE_DEVICES set per job, --per-gpu K jobs sharing a
--- GPU), on the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE)
+-- GPU; a sweep given CUDA_VISIBLE_DEVICES itself, a cluster's allocation, chooses among the
+-- devices it lists), on the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE)
 -- and skipped when the same sweep runs again; an interrupted one resumes from its own
 -- checkpoints. Ctrl-C (or SIGTERM) stops the jobs cleanly: each saves a checkpoint and exits.
 local cli = require "bv.commands.cli"
@@ -27,7 +28,8 @@ options:
   --workdir DIR      where the runs go, one directory each, named from the swept values
   --grid KEY=V1,...  a swept config key and its values (repeat for a grid); KEY as in --config.KEY
   --jobs N           jobs at once on the CPU (default 1); each gets cores/N threads
-  --gpus N           jobs go to GPUs 0..N-1, --per-gpu K at a time on each (default 1)
+  --gpus N           jobs go to GPUs 0..N-1 (or to the first N that CUDA_VISIBLE_DEVICES
+                     lists, when it is set), --per-gpu K at a time on each (default 1)
   --status SECS      print every job's state, step and latest metrics this often (default 30;
                      0: never); a sweep file may set status too
   -h, --help         this text
@@ -134,15 +136,41 @@ local function parse_cli(argv)
   return spec
 end
 
+-- The GPUs the jobs go to, as CUDA_VISIBLE_DEVICES names them: 0..gpus-1, or, when the sweep
+-- was started with CUDA_VISIBLE_DEVICES = `visible` (a cluster's allocation, another user's
+-- share), the first `gpus` devices it lists (indices or UUIDs), never one outside it. As CUDA
+-- reads the list, it ends at its first negative index ("-1": no GPU at all).
+function M.gpu_ids(gpus, visible)
+  local ids = {}
+  if visible == nil then
+    for g = 0, gpus - 1 do ids[#ids + 1] = tostring(g) end
+    return ids
+  end
+  local listed = {}
+  for entry in visible:gmatch("[^,]+") do
+    entry = entry:match("^%s*(.-)%s*$")
+    if entry:match("^%-") then break end
+    if entry ~= "" then listed[#listed + 1] = entry end
+  end
+  if #listed < gpus then
+    error(string.format("--gpus %d, but this sweep may use only the %d GPU(s) that "
+                        .. "CUDA_VISIBLE_DEVICES=%q lists (ask for at most %d)", gpus, #listed,
+                        visible, #listed), 0)
+  end
+  for g = 1, gpus do ids[g] = listed[g] end
+  return ids
+end
+
 -- The job's state: queued, running (pid, slot), done, failed (code) or stopped.
 local function run_sweep(spec)
   if type(spec.config) ~= "string" then error("no CONFIG given", 0) end
   if type(spec.workdir) ~= "string" then error("no --workdir given", 0) end
   local gpus, per_gpu = spec.gpus or 0, spec.per_gpu or 1
   local slots = {}
+  local gpu_ids = gpus > 0 and M.gpu_ids(gpus, os.getenv("CUDA_VISIBLE_DEVICES")) or {}
   if gpus > 0 then
-    for g = 0, gpus - 1 do
-      for _ = 1, per_gpu do slots[#slots + 1] = {gpu = g} end
+    for _, id in ipairs(gpu_ids) do
+      for _ = 1, per_gpu do slots[#slots + 1] = {gpu = id} end
     end
   else
     for _ = 1, math.max(1, spec.jobs or 1) do slots[#slots + 1] = {} end
@@ -158,7 +186,7 @@ local function run_sweep(spec)
   end
   bv.fs.mkdirs(spec.workdir)
   say(string.format("sweep: %d runs in %s, %d at a time%s\n", #jobs, spec.workdir,
-    #slots, gpus > 0 and string.format(" on %d GPU(s)", gpus) or
+    #slots, gpus > 0 and string.format(" on GPU(s) %s", table.concat(gpu_ids, ",")) or
     string.format(" (%d threads each)", threads)))
   for _, job in ipairs(jobs) do
     if job.state == "done" then say("  skip   ", job.name, " (finished before)\n") end
@@ -171,7 +199,7 @@ local function run_sweep(spec)
       argv[#argv + 1] = "--config." .. kv[1] .. "=" .. spell(kv[2])
     end
     local env = {BV_THREADS = tostring(threads), OMP_NUM_THREADS = tostring(threads)}
-    if slot.gpu then env.CUDA_VISIBLE_DEVICES = tostring(slot.gpu) end
+    if slot.gpu then env.CUDA_VISIBLE_DEVICES = slot.gpu end
     job.pid = bv._proc.spawn(argv, env, job.dir .. "/sweep.log")
     job.slot, slot.job, job.state = slot, job, "running"
     say(string.format("  start  %s%s\n", job.name,
