@@ -105,6 +105,26 @@ int bv_device(lua_State* L) {
   return 1;
 }
 
+// bv.set_device(device): makes `device` (bv.device's answer) the process's current device, as
+// a CUDA process must before its first allocation; nothing for "cpu".
+int bv_set_device(lua_State* L) {
+  set_current_device(luaL_checkstring(L, 1));
+  return 0;
+}
+
+// bv.seed_device(device, seed): seeds `device`'s default generator, from which its random ops
+// (dropout) draw when given none: CUDA's is its own, apart from the CPU's (the fake device's
+// too). Trainers seed it at every step from (seed, rank, step), so that each rank draws its own
+// numbers and a resumed run draws the same ones as an uninterrupted run, with no state to save.
+int bv_seed_device(lua_State* L) {
+  c10::Device device(luaL_checkstring(L, 1));
+  auto seed = static_cast<uint64_t>(luaL_checkinteger(L, 2));
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return 0;
+}
+
 // bv.memory([device]) -> {bytes_in_use =, peak_bytes_in_use =, bytes_reserved =,
 // peak_bytes_reserved =}: the device's caching allocator, as JAX names it; {} for "cpu". The
 // device defaults to the one `bvlua train` would pick (bv.device()).
@@ -241,6 +261,8 @@ int open_native(lua_State* L) {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
       BV_FN("memory", bv_memory),
+      BV_FN("set_device", bv_set_device),
+      BV_FN("seed_device", bv_seed_device),
       BV_FN("usage", bv_usage),
       BV_FN("set_matmul_precision", bv_set_matmul_precision),
       BV_FN("tf32", bv_tf32),

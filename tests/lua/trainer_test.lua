@@ -258,6 +258,48 @@ T.test("on a device (the fake one): the same run as on the CPU, resumed there to
   end
 end)
 
+-- A step's device memory does not grow from step to step: the gradients are freed after the
+-- update (not when Lua's collector gets to them, which would keep them through the next
+-- backward), and nothing else is kept. The fake device counts its memory as CUDA's allocator
+-- does; y/devmem/dev0/peak_bytes_in_use is the peak so far, logged after every step.
+T.test("on a device, the peak memory of a step does not grow: gradients are freed", function()
+  local device = bv._fake_device()
+  local cfg = config(8)
+  cfg.evals = {}
+  -- Parameters (8 MB) larger than a step's activations, so that a set of gradients shows.
+  cfg.model = {variant = "mu/8", depth = 1, width = 256, mlp_dim = 4096, num_heads = 4}
+  local work = tmp .. "/peak_per_step"
+  trainer(cfg, work, {device = device})
+  local peaks = {}
+  for _, row in ipairs(metrics.read(work .. "/big_vision_metrics.txt")) do
+    if row["y/devmem/dev0/peak_bytes_in_use"] then
+      peaks[#peaks + 1] = row["y/devmem/dev0/peak_bytes_in_use"]
+    end
+  end
+  T.truthy(#peaks >= 4, "y/devmem/dev0/peak_bytes_in_use logged at " .. #peaks .. " steps")
+  T.eq(peaks[#peaks], peaks[1], "the peak after the last step against the first logged: "
+       .. table.concat(peaks, ", "))
+end)
+
+-- Dropout draws from the device's own generator (CUDA's; the fake device's), which the trainer
+-- seeds per rank and step: a run stopped and resumed ends with exactly the parameters of an
+-- uninterrupted one.
+T.test("dropout on a device: a resumed run draws what an uninterrupted one does", function()
+  local device = bv._fake_device()
+  local cfg = config(4)
+  cfg.evals = {}
+  cfg.model = {variant = "mu/8", depth = 1, dropout = 0.2}
+  local whole, parts = tmp .. "/dropout_whole", tmp .. "/dropout_parts"
+  trainer(cfg, whole, {device = device})
+  trainer(cfg, parts, {device = device, stop_after = 2})
+  trainer(cfg, parts, {device = device})
+  local a, b = bv.ckpt.load(whole), bv.ckpt.load(parts)
+  T.eq(b.step, 4)
+  for name, t in pairs(a.tensors) do
+    T.truthy(b.tensors[name]:equal(t), name .. " differs after the resume")
+  end
+end)
+
 T.test("matmul_precision: CUDA's TF32 flags follow it, the CPU's numbers do not", function()
   local runs = {}
   for _, precision in ipairs({"highest", "default"}) do

@@ -218,7 +218,7 @@ end
 function M.start(config, workdir, run)
   run = run or {}
   M.set_precision(config)
-  local shard = sharding.new(config, run.group)
+  local shard = sharding.new(config, run.group, run.device)
   local state = {config = config, workdir = workdir, run = run, shard = shard,
                  rank = shard.rank, world = shard.world}
   -- stdout: notes and eval results as lines, training as one progress line (bv.progress).
@@ -250,7 +250,9 @@ function M.start(config, workdir, run)
   state.mw = metrics_writer(workdir, shard.rank)
 
   -- Resume first: the data must start where the checkpoint left off.
-  local checkpoint = bv.ckpt.load(workdir)
+  -- Verified now, its tensors read later one at a time (resume_or_init): no rank ever holds the
+  -- whole checkpoint in host memory.
+  local checkpoint = bv.ckpt.load(workdir, {tensors = false})
   if checkpoint and checkpoint.warning then log.warn("%s", checkpoint.warning) end
   state.checkpoint = checkpoint
   if shard.rank == 0 then M.agree_with_checkpoint(workdir, checkpoint and checkpoint.step) end
@@ -389,6 +391,19 @@ end
 -- it owns). checkpoint_extras: name -> object with state() and set_state(tensor) that
 -- checkpoints hold besides params and opt (the classification trainer's mixup rng).
 -- Returns the params to train; sets state.first_step.
+-- Frees a table of tensors now (a step's gradients once they are applied): their device memory
+-- goes back at once instead of when Lua's collector reaches them.
+function M.release(tensors)
+  for _, t in pairs(tensors) do t:release() end
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
 function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   local config, shard, checkpoint = state.config, state.shard, state.checkpoint
   state.checkpoint_extras = checkpoint_extras or {}
@@ -397,12 +412,17 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   -- what is loaded below is copied into them there.
   M.place_params(state, params)
   if checkpoint then
+    -- One tensor at a time from the file: a parameter is read into host memory, copied into
+    -- its placed tensor and dropped before the next is read; of the optimizer's state, this
+    -- rank keeps only what it owns (bv.sharding).
+    local file = bv.ckpt.open(checkpoint.path)
     local function tensor(name)
-      return checkpoint.tensors[name]
-        or error("checkpoint " .. checkpoint.path .. " lacks " .. name, 0)
+      if not file:info(name) then error("checkpoint " .. checkpoint.path .. " lacks " .. name, 0) end
+      return file:load(name)
     end
-    for name, t in pairs(params) do
-      local saved = tensor("params/" .. name)
+    for _, name in ipairs(sorted_keys(params)) do
+      local t = params[name]
+      local saved <close> = tensor("params/" .. name)
       local want, got = t:shape(), saved:shape()
       if table.concat(want, "x") ~= table.concat(got, "x") then
         error(string.format("checkpoint %s: params/%s is [%s] but the model's is [%s]",
@@ -410,18 +430,30 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
       end
       t:copy_(saved)
     end
-    local opt_state = {}
-    for name, x in pairs(checkpoint.tensors) do
-      local rest = name:match("^opt/(.*)$")
-      if rest then opt_state[rest] = x end
+    local spec = opt:state_spec()
+    if not shard.sharded then  -- one process saved it: all its state must be this optimizer's
+      local known = {count = true}
+      for _, s in ipairs(spec) do known[s.name] = true end
+      for _, e in ipairs(file:entries()) do
+        local rest = e.name:match("^opt/(.*)$")
+        if rest and not known[rest] then
+          error(string.format("checkpoint %s: %s is not this optimizer's state (another "
+                              .. "optimizer, or other parameters, saved it)", checkpoint.path,
+                              e.name), 0)
+        end
+      end
     end
-    opt:load_state(shard:owned_opt_state(opt, opt_state))
+    for _, s in ipairs(spec) do
+      if s.owned then
+        local whole <close> = tensor("opt/" .. s.name)
+        opt:load_state_tensor(s.name, shard:owned_opt_tensor(s, whole))
+      end
+    end
+    opt:load_state_tensor("count", tensor("opt/count"))
     for name, extra in pairs(state.checkpoint_extras) do extra:set_state(tensor(name)) end
     state.chrono:load(checkpoint.state.chrono)
     state.first_step = checkpoint.step
     log.note("Resumed from %s at step %d", checkpoint.path, state.first_step)
-    -- The checkpoint's host copies are not needed any more (the optimizer keeps what it took).
-    for _, t in pairs(checkpoint.tensors) do t:release() end
   elseif config.model_init then
     local report
     params, report = model:load(params, config.model_init, config.model_load)
@@ -534,6 +566,9 @@ function M.step_start(state, step)
                         position = state.train_iter:position()}
   end
   state.run.state.batch, state.run.state.step = batch, step
+  -- The device's own generator (dropout's), seeded per rank and step (bv.seed_device): every
+  -- rank draws its own numbers, and a resumed run the same as an uninterrupted one.
+  bv.seed_device(state.device, ((state.config.seed or 0) * 1000003 + state.rank) * 1000003 + step)
   -- big_vision's z/secs/update0, the first step of each process, is timed from here (its batch
   -- on the device) to its loss on the host (log_training: the first steps are logged).
   if step == state.first_step + 1 then state.update0_start = state.chrono:now() end
@@ -614,6 +649,17 @@ local function save_checkpoint(state, params, step, keep)
       world = shard.world, data_position = state.data_position}, {keep = keep})
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
+  end
+  if shard.world > 1 then
+    -- The other ranks wait for rank 0's write here, on the store, rather than in their next
+    -- collective, whose timeout (300 s) a large checkpoint's write can outlast. A lost rank 0
+    -- still fails this at once.
+    local key = "bv/saved/" .. step
+    if shard.rank == 0 then
+      shard.group:set(key, "1")
+    else
+      shard.group:wait(key, tonumber(os.getenv("BV_CKPT_TIMEOUT") or "") or 3600)
+    end
   end
   state.chrono:resume()
 end
