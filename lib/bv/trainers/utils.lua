@@ -397,13 +397,6 @@ function M.release(tensors)
   for _, t in pairs(tensors) do t:release() end
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
-
 function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   local config, shard, checkpoint = state.config, state.shard, state.checkpoint
   state.checkpoint_extras = checkpoint_extras or {}
@@ -420,8 +413,7 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
       if not file:info(name) then error("checkpoint " .. checkpoint.path .. " lacks " .. name, 0) end
       return file:load(name)
     end
-    for _, name in ipairs(sorted_keys(params)) do
-      local t = params[name]
+    for name, t in pairs(params) do
       local saved <close> = tensor("params/" .. name)
       local want, got = t:shape(), saved:shape()
       if table.concat(want, "x") ~= table.concat(got, "x") then
