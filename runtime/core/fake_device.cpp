@@ -122,16 +122,16 @@ struct FakeAllocator final : c10::DeviceAllocator {
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex d) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_[d < 0 ? current_index.load() : d];
+    return stats_[checked(d)];
   }
   void resetAccumulatedStats(c10::DeviceIndex d) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& st = stats_[d < 0 ? current_index.load() : d];
+    auto& st = stats_[checked(d)];
     for (auto* s : {&st.allocated_bytes[0], &st.reserved_bytes[0]}) s->reset_accumulated();
   }
   void resetPeakStats(c10::DeviceIndex d) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& st = stats_[d < 0 ? current_index.load() : d];
+    auto& st = stats_[checked(d)];
     for (auto* s : {&st.allocated_bytes[0], &st.reserved_bytes[0]}) s->reset_peak();
   }
 
@@ -143,6 +143,12 @@ struct FakeAllocator final : c10::DeviceAllocator {
       if (bytes >= 0) s->increase(static_cast<size_t>(bytes));
       else s->decrease(static_cast<size_t>(-bytes));
     }
+  }
+  // A device's index (-1: the current one), checked.
+  static int checked(c10::DeviceIndex d) {
+    int i = d < 0 ? current_index.load() : d;
+    check_index(i);
+    return i;
   }
   std::mutex mutex_;
   c10::CachingDeviceAllocator::DeviceStats stats_[kDevices];

@@ -134,6 +134,8 @@ TEST_CASE("fake device: two devices; a process allocates only on its own, after 
   CHECK((b * 3).device() == fake1());
   CHECK_THROWS_WITH(a + b, Contains("fake:0") && Contains("fake:1"));
   CHECK((a + b.to(fake0())).cpu().equal(at::full({2}, 2.0f)));
+  CHECK(bv::device_memory_stats("fake:1")[0].second >= 8);  // b's bytes in use there
+  CHECK_THROWS_WITH(bv::device_memory_stats("fake:2"), Contains("fake:2 does not exist"));
 
   // As a process with LOCAL_RANK=1 sees it (bv.device("fake") is fake:1 there).
   bv::fake_device_reset_for_test();
