@@ -34,6 +34,13 @@ timeout 120 "$BVLUA" launch --nproc 2 -- run tests/lua/dist/fsdp_remat.lua >"$TM
 expect_grep '^rank 0: ok$' "$TMP/fr.out" "fsdp_remat rank 0"
 expect_grep '^\[rank 1\] rank 1: ok$' "$TMP/fr.out" "fsdp_remat rank 1"
 
+# On two fake devices, a rank that owns no parameter sums its zero of the global norm on the
+# device, as the owner does (tests/lua/dist/owns_nothing.lua; collectives checked).
+BV_CHECK_COLLECTIVES=1 BV_TEST_DEVICE=1 timeout 120 "$BVLUA" launch --nproc 2 -- \
+  run tests/lua/dist/owns_nothing.lua >"$TMP/on.out" 2>&1 \
+  || { fail "owns_nothing: exit code $?"; cat "$TMP/on.out"; }
+expect_grep '^ok 6' "$TMP/on.out" "owns_nothing rank 0"
+
 # 2. Rank 1 exits with code 3 mid-way.
 start=$(date +%s)
 timeout 120 "$BVLUA" launch --nproc 2 --grace 5 -- run "$SCRIPT" exit "$TMP" \
