@@ -2,6 +2,7 @@
 // makes a handle that holds the registry entry and the parsed config, once; the other functions
 // take that handle. lib/bv/models.lua wraps it in the user-facing bv.models.build(name, cfg)
 // objects. Parameters cross as a table name -> tensor.
+#include <ATen/ATen.h>
 #include <lua.hpp>
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,6 @@
 #include "state.h"
 
+#include <ATen/Context.h>
 #include <unistd.h>
 
 #include <chrono>

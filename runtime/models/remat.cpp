@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "core/autocast.h"
@@ -42,6 +43,17 @@ struct RematBackward : torch::autograd::Node {
   }
 };
 
+// A new autograd node. libtorch holds nodes by c10::intrusive_ptr since 2.12 or so (2.15 here)
+// and by std::shared_ptr before (2.11: the lent GPU machines' torch); set_history takes either.
+template <typename N>
+auto make_node() {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>) {
+    return c10::make_intrusive<N>();
+  } else {
+    return std::make_shared<N>();
+  }
+}
+
 // An input that always requires grad, so the node is part of the graph even when x is not
 // (the first layer of a model whose input needs no gradient): its parameters still need theirs.
 const at::Tensor& anchor() {
@@ -58,7 +70,7 @@ at::Tensor remat(std::function<at::Tensor(const at::Tensor&)> layer, const at::T
     at::NoGradGuard no_grad;
     y = layer(x.detach());
   }
-  auto node = c10::make_intrusive<RematBackward>();
+  auto node = make_node<RematBackward>();
   node->x = x.detach();
   node->x_requires_grad = x.requires_grad();
   node->source = current_param_source();
