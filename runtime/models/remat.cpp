@@ -43,8 +43,8 @@ struct RematBackward : torch::autograd::Node {
   }
 };
 
-// A new autograd node. libtorch holds nodes by c10::intrusive_ptr since 2.12 or so (2.15 here)
-// and by std::shared_ptr before (2.11: the lent GPU machines' torch); set_history takes either.
+// A new autograd node, held as this libtorch holds nodes: by c10::intrusive_ptr in 2.15 (our
+// wheel), by std::shared_ptr in 2.11 (the lent GPU machines' torch).
 template <typename N>
 auto make_node() {
   if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>) {
