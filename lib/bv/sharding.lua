@@ -34,7 +34,7 @@
 --   loss, grads = S:gradients(params, function(p) return model:loss_and_grads(p, batch) end)
 --   opt:update(S:owned(params), grads); S:sync_params(params)
 --   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
---   opt:load_state(S:owned_opt_state(opt, checkpointed_state))   -- a resumed run's
+--   opt:load_state_tensor(name, S:owned_opt_tensor(spec_entry, whole))  -- a resume, per tensor
 local M = {}
 
 local Sharding = {}
@@ -451,16 +451,6 @@ function Sharding:owned_opt_tensor(s, t)
   return bv.stack(picked)
 end
 
--- What this rank owns of a whole optimizer state (a checkpoint's, saved by any number of
--- processes), for opt:load_state.
-function Sharding:owned_opt_state(opt, full)
-  if not self.sharded then return full end
-  local out = {count = full.count}
-  for _, s in ipairs(opt:state_spec()) do
-    out[s.name] = full[s.name] and self:owned_opt_tensor(s, full[s.name])
-  end
-  return out
-end
 
 -- Plans `shard` for the model's `shapes` and builds this rank's optimizer (bv.optim.new over
 -- shard:owned_shapes()). Returns it and the state_spec of the whole optimizer, which

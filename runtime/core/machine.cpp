@@ -86,16 +86,8 @@ void set_current_device(const std::string& device) {
 std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device) {
   c10::Device d(device);
   if (d.is_cpu()) return {};
-  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(d.type());
-  // CUDA's caching allocator has no statistics before its first allocation (it fails asking):
-  // nothing allocated yet is zeros.
-  if (!allocator->initialized()) {
-    return {{"bytes_in_use", 0},
-            {"peak_bytes_in_use", 0},
-            {"bytes_reserved", 0},
-            {"peak_bytes_reserved", 0}};
-  }
-  auto stats = allocator->getDeviceStats(d.index() < 0 ? 0 : d.index());
+  // (bv.memory initialises CUDA's allocator first: bindings/state.cpp.)
+  auto stats = c10::getDeviceAllocator(d.type())->getDeviceStats(d.index() < 0 ? 0 : d.index());
   const auto& in_use = stats.allocated_bytes[0];  // StatType::AGGREGATE
   const auto& reserved = stats.reserved_bytes[0];
   return {{"bytes_in_use", in_use.current},

@@ -86,7 +86,7 @@ struct Optimizer::Impl {
   int64_t count = 0;
   // ScheduleContext's fsdp fields.
   std::function<void(at::Tensor&)> sum_over_processes;
-  c10::Device device = c10::Device(c10::kCPU);  // the parameters' (ctx.device)
+  c10::Device device = c10::Device(c10::kCPU);  // ctx.device: where owning nothing sums its zero
   std::set<std::string> replicated;
   bool count_replicated = true;
 
@@ -290,10 +290,10 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
     if (m.counted(leaf)) trainable_grads.push_back(g[i]);
   }
 
-  // The parameters' device, as the optimizer was told (ctx.device): a process that owns none of
-  // them under fsdp still sums its zero there, so that its part of the collective is a device
-  // tensor like everyone else's (a host one would go to the host group: a hang on NCCL).
-  c10::Device device = m.device;
+  // The parameters' device; a process that owns none of them under fsdp sums its zero on the
+  // device it was told (ctx.device), so that its part of the collective is a device tensor like
+  // everyone else's (a host one would go to the host group: a hang on NCCL).
+  c10::Device device = params.empty() ? m.device : params.begin()->second.device();
   // l2_grads and gradient clipping both see the non-frozen gradients only. With fsdp each
   // process holds a part: the squares are summed over processes, in float64 on the device (the
   // collective takes device tensors). Nothing here reads a value on the host: the norms stay on
