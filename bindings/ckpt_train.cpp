@@ -126,17 +126,9 @@ int ckpt_save(lua_State* L) {
 // them one at a time through bv.ckpt.open(path)).
 int ckpt_load(lua_State* L) {
   std::string workdir = luaL_checkstring(L, 1);
+  check_option_keys(L, 2, "bv.ckpt.load", {"tensors"});
   bool with_tensors = true;
   if (!lua_isnoneornil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 2) != 0) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING || std::string(lua_tostring(L, -1)) != "tensors") {
-        raise(L, str("bv.ckpt.load: unknown option '", luaL_tolstring(L, -1, nullptr),
-                     "' (options: tensors)"));
-      }
-    }
     lua_getfield(L, 2, "tensors");
     if (!lua_isnil(L, -1)) {
       if (!lua_isboolean(L, -1)) raise(L, "bv.ckpt.load: option 'tensors' must be a boolean");

@@ -42,27 +42,6 @@ int group_gc(lua_State* L) {
   return 0;
 }
 
-// Rejects option keys other than `allowed` (a typo must not silently fall back to a default).
-void check_option_keys(lua_State* L, int arg, const char* fn,
-                       std::initializer_list<const char*> allowed) {
-  if (lua_isnoneornil(L, arg)) return;
-  luaL_checktype(L, arg, LUA_TTABLE);
-  lua_pushnil(L);
-  while (lua_next(L, arg) != 0) {
-    lua_pop(L, 1);
-    bool ok = false;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      for (const char* a : allowed) ok = ok || std::string(lua_tostring(L, -1)) == a;
-    }
-    if (!ok) {
-      std::string list;
-      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      raise(L,
-            str(fn, ": unknown option '", luaL_tolstring(L, -1, nullptr), "' (known: ", list, ")"));
-    }
-  }
-}
-
 // opts[key] as a number, or `fallback` when absent.
 double opt_number(lua_State* L, int arg, const char* key, double fallback, const char* fn) {
   if (lua_isnoneornil(L, arg)) return fallback;

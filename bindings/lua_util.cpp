@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/error.h"
+
 namespace bv::lua {
 
 void push_where(lua_State* L) {
@@ -49,6 +51,26 @@ int pcall_traceback(lua_State* L, int nargs, int nresults) {
   int status = lua_pcall(L, nargs, nresults, base);
   lua_remove(L, base);
   return status;
+}
+
+void check_option_keys(lua_State* L, int arg, const char* fn,
+                       std::initializer_list<const char*> allowed) {
+  if (lua_isnoneornil(L, arg)) return;
+  luaL_checktype(L, arg, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, arg) != 0) {
+    lua_pop(L, 1);
+    bool ok = false;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      for (const char* a : allowed) ok = ok || std::string(lua_tostring(L, -1)) == a;
+    }
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      raise(L, bv::str(fn, ": unknown option '", luaL_tolstring(L, -1, nullptr), "' (known: ", list,
+                       ")"));
+    }
+  }
 }
 
 int64_t check_int(lua_State* L, int arg) {

@@ -8,6 +8,7 @@
 #include <lua.hpp>
 
 #include <exception>
+#include <initializer_list>
 #include <string>
 
 namespace bv::lua {
@@ -46,6 +47,10 @@ int pcall_traceback(lua_State* L, int nargs, int nresults);
 // Argument helpers with messages that name the function argument.
 int64_t check_int(lua_State* L, int arg);
 bool check_bool(lua_State* L, int arg);
+// An options table at `arg` (absent is fine) whose keys are all among `allowed`; another key
+// raises "<fn>: unknown option 'k' (known: a, b)": a typo must not fall back to a default.
+void check_option_keys(lua_State* L, int arg, const char* fn,
+                       std::initializer_list<const char*> allowed);
 
 // Raises a Lua error "file:line: <message>" from inside a bound function.
 [[noreturn]] void raise(lua_State* L, const std::string& message);

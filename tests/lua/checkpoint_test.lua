@@ -52,6 +52,13 @@ T.test("save and load a checkpoint", function()
   T.eq(math.type(c.state.rng.counter), "integer")
   T.eq(math.type(c.state.lr), "float")
   same_tensors(c.tensors, step_tensors(7))
+  -- Verified the same, no tensor loaded (a resume reads them one at a time: bv.ckpt.open).
+  local lean = bv.ckpt.load(w, {tensors = false})
+  T.eq(lean.step, 7)
+  T.eq(lean.state, state)
+  T.eq(lean.tensors, nil)
+  T.raises(function() bv.ckpt.load(w, {tensor = false}) end, "unknown option 'tensor'")
+  T.raises(function() bv.ckpt.load(w, {tensors = 0}) end, "'tensors' must be a boolean")
   T.eq(bv.fs.read_file(w .. "/LAST"), "ckpt-000000007\n")
   T.eq(bv.ckpt.list(w), {7})
   -- The state is optional.
