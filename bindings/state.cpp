@@ -179,6 +179,18 @@ int bv_set_matmul_precision(lua_State* L) {
   return 0;
 }
 
+// bv.set_deterministic(on): config.deterministic (core/precision.h); bv.deterministic() -> bool.
+int bv_set_deterministic(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  set_deterministic(lua_toboolean(L, 1));
+  return 0;
+}
+
+int bv_deterministic(lua_State* L) {
+  lua_pushboolean(L, deterministic());
+  return 1;
+}
+
 // bv.tf32() -> {cublas = bool, cudnn = bool}: libtorch's TF32 flags as they are now.
 int bv_tf32(lua_State* L) {
   Tf32Flags f = tf32_flags();
@@ -208,6 +220,18 @@ int bv_take_notes(lua_State* L) {
 int bv_fake_device(lua_State* L) {
   lua_pushstring(L, enable_fake_device().str().c_str());
   return 1;
+}
+
+// bv._test_device() -> the device the tests' device cases run on: the GPU when BV_TEST_DEVICE
+// names one ("cuda", "cuda:1"; scripts/gpu_check), else the fake device as bv._fake_device().
+int bv_test_device(lua_State* L) {
+  const char* spec = std::getenv("BV_TEST_DEVICE");
+  if (spec && std::string(spec).rfind("cuda", 0) == 0) {
+    BV_CHECK(cuda_available(), "BV_TEST_DEVICE=", spec, ": no GPU is available to this process");
+    lua_pushstring(L, resolve_device(spec, 0).c_str());
+    return 1;
+  }
+  return bv_fake_device(L);
 }
 
 int bv_cuda_available(lua_State* L) {
@@ -266,9 +290,12 @@ int open_native(lua_State* L) {
       BV_FN("seed_device", bv_seed_device),
       BV_FN("usage", bv_usage),
       BV_FN("set_matmul_precision", bv_set_matmul_precision),
+      BV_FN("set_deterministic", bv_set_deterministic),
+      BV_FN("deterministic", bv_deterministic),
       BV_FN("tf32", bv_tf32),
       BV_FN("_take_notes", bv_take_notes),
       BV_FN("_fake_device", bv_fake_device),
+      BV_FN("_test_device", bv_test_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),
       BV_FN("fullmatch", bv_fullmatch),

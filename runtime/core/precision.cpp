@@ -2,6 +2,8 @@
 
 #include <ATen/Context.h>
 
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace bv {
@@ -31,5 +33,16 @@ Tf32Flags tf32_flags() {
   f.cudnn = at::globalContext().allowTF32CuDNN();
   return f;
 }
+
+void set_deterministic(bool on) {
+  // cuBLAS reads it when it makes its first handle; libtorch checks it for every matmul when
+  // deterministic algorithms are on.
+  if (on) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(on);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
+bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
 
 }  // namespace bv

@@ -25,4 +25,13 @@ struct Tf32Flags {
 };
 Tf32Flags tf32_flags();
 
+// config.deterministic (as torch.use_deterministic_algorithms and JAX's
+// --xla_gpu_deterministic_ops): on CUDA, every op picks a deterministic kernel, and one that has
+// none raises an error naming it instead of running; cuDNN's autotuner is off. cuBLAS needs
+// CUBLAS_WORKSPACE_CONFIG for that, which this sets (":4096:8") unless it is set already: call it
+// before the first matmul. Off again restores libtorch's defaults. The CPU's kernels are
+// deterministic either way.
+void set_deterministic(bool on);
+bool deterministic();
+
 }  // namespace bv

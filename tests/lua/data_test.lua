@@ -85,8 +85,8 @@ T.test("a saved position resumes with exactly the same examples and randomness",
   for i = 1, 6 do T.eq(resumed[i], full[4 + i]) end
 end)
 
-T.test("pin_memory: batches for a device are stacked in pinned host memory, and copy there", function()
-  local device = bv._fake_device()  -- a device with pinned memory, as CUDA has (no GPU here)
+T.device_test("pin_memory: batches for a device are stacked in pinned host memory, and copy there",
+              function(device)
   local plain = bv.data.training({data = data_cfg, batch_size = 4}, {seed = 1}):next()
   local it = bv.data.training({data = data_cfg, batch_size = 4}, {seed = 1, pin_memory = true})
   local b = it:next()
@@ -100,8 +100,8 @@ T.test("pin_memory: batches for a device are stacked in pinned host memory, and 
   T.eq(on_device.txt, plain.txt)  -- strings ride along
 end)
 
-T.test("prefetch_to: host batches as before; on_device gives their device copies", function()
-  local device = bv._fake_device()
+T.device_test("prefetch_to: host batches as before; on_device gives their device copies",
+              function(device)
   local plain = bv.data.inference({data = data_cfg, batch_size = 8})
   local it <close> = bv.data.prefetch_to(
     bv.data.inference({data = data_cfg, batch_size = 8}, {pin_memory = true}), device)

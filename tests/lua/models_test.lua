@@ -231,8 +231,8 @@ T.test("Gemma decoding with the KV cache gives the full forward pass's logits", 
   T.truthy(step16:allclose(full[{{}, 4}], 0.05, 0.05), "bf16 cache far off in extend")
 end)
 
-T.test("Gemma decoding on the fake device: prefill's own masks go to the tokens' device", function()
-  local device = bv._fake_device()
+T.device_test("Gemma decoding on a device: prefill's own masks go to the tokens' device",
+              function(device)
   local m = bv.models.build("ppp.gemma", {width = 32, depth = 2, mlp_dim = 48, num_heads = 4,
                                           num_kv_heads = 2, head_dim = 8, vocab_size = 30})
   local p = m:init(4)

@@ -101,8 +101,8 @@ T.test("update without the norms: same parameters, no l2_grads/l2_updates/l2_par
   T.raises(function() a:update(pa, random_grads(rng), 5) end, "table expected")
 end)
 
-T.test("the state is made on ctx.device; another rank's parts are shapes only", function()
-  local device = bv._fake_device()
+T.device_test("the state is made on ctx.device; another rank's parts are shapes only",
+              function(device)
   local on_device = {}
   for k, v in pairs(ctx) do on_device[k] = v end
   on_device.device = device

@@ -146,8 +146,8 @@ local function on_device(t, device)
   return out
 end
 
-T.test("samplers on a device: a device generator seeded from the host stream", function()
-  local device = bv._fake_device()
+T.device_test("samplers on a device: a device generator seeded from the host stream",
+              function(device)
   local logits = bv.randn({8, 50}, bv.rng(3)):to(device)
   local never = bv.tensor({0, 1})  -- token ids from the host
   for _, spec in ipairs({"temperature(1.0)", "nucleus(0.9)", "nucleus(0.9, t=2.0)"}) do
@@ -175,8 +175,8 @@ T.test("samplers on a device: a device generator seeded from the host stream", f
   T.eq(rng:state(), saved)
 end)
 
-T.test("decode on a device: greedy as on the host; best_of_n with a sampler runs there", function()
-  local device = bv._fake_device()
+T.device_test("decode on a device: greedy as on the host; best_of_n with a sampler runs there",
+              function(device)
   local m, p = tiny()
   local batch = {image = bv.randn({2, 8, 8, 3}, bv.rng(3)), text = bv.tensor({{2, 5, 6, 7}, {2, 9, 0, 0}}),
                  mask_input = bv.tensor({{1, 1, 1, 1}, {1, 1, 0, 0}})}  -- no mask_ar: made there

@@ -243,8 +243,7 @@ T.test("rng golden values", function()
   T.eq(r:split():integer(1, 1000000), 411202)
 end)
 
-T.test("move_to_ moves the object's own tensor; release drops it", function()
-  local device = bv._fake_device()
+T.device_test("move_to_ moves the object's own tensor; release drops it", function(device)
   local t = bv.tensor({1.0, 2.0})
   local params = {w = t}
   T.truthy(rawequal(t:move_to_(device), t), "returns t")

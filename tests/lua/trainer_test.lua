@@ -218,8 +218,7 @@ end)
 -- The fake device (runtime/core/fake_device.h): host memory and the CPU's kernels, but an op
 -- that meets a CPU tensor among device ones fails. A whole run there (steps, logs, a checkpoint,
 -- an evaluation, a resume) shows that the trainer leaves nothing on the CPU by mistake.
-T.test("on a device (the fake one): the same run as on the CPU, resumed there too", function()
-  local device = bv._fake_device()
+T.device_test("on a device: the same run as on the CPU, resumed there too", function(device)
   local cpu, dev, parts = tmp .. "/on_cpu", tmp .. "/on_dev", tmp .. "/on_dev_parts"
   local cfg = config(6)
   cfg.mixup = {p = 0.2}  -- its random stream stays on the host; the images it mixes do not
@@ -262,8 +261,8 @@ end)
 -- update (not when Lua's collector gets to them, which would keep them through the next
 -- backward), and nothing else is kept. The fake device counts its memory as CUDA's allocator
 -- does; y/devmem/dev0/peak_bytes_in_use is the peak so far, logged after every step.
-T.test("on a device, the peak memory of a step does not grow: gradients are freed", function()
-  local device = bv._fake_device()
+T.device_test("on a device, the peak memory of a step does not grow: gradients are freed",
+              function(device)
   local cfg = config(8)
   cfg.evals = {}
   -- Parameters (8 MB) larger than a step's activations, so that a set of gradients shows.
@@ -284,8 +283,8 @@ end)
 -- Dropout draws from the device's own generator (CUDA's; the fake device's), which the trainer
 -- seeds per rank and step: a run stopped and resumed ends with exactly the parameters of an
 -- uninterrupted one.
-T.test("dropout on a device: a resumed run draws what an uninterrupted one does", function()
-  local device = bv._fake_device()
+T.device_test("dropout on a device: a resumed run draws what an uninterrupted one does",
+              function(device)
   local cfg = config(4)
   cfg.evals = {}
   cfg.model = {variant = "mu/8", depth = 1, dropout = 0.2}
@@ -323,6 +322,24 @@ T.test("matmul_precision: CUDA's TF32 flags follow it, the CPU's numbers do not"
   T.raises(function() bv.set_matmul_precision("HIGH") end, "config.matmul_precision: 'HIGH'")
   T.eq(bv.tf32(), {cublas = true, cudnn = true}, "a refused value changes nothing")
   T.truthy(not bv.fs.exists(tmp .. "/precision_bad/big_vision_metrics.txt"), "refused before training")
+end)
+
+-- config.deterministic: libtorch's deterministic-algorithms switch follows it (on CUDA an op
+-- with no deterministic kernel then fails naming itself; scripts/gpu_check's resume check uses
+-- it); unset is off, and anything but a boolean is refused before training.
+T.test("deterministic: libtorch's switch follows it, unset is off", function()
+  local cfg = config(3)
+  cfg.deterministic = true
+  trainer(cfg, tmp .. "/deterministic_on", {})
+  T.eq(bv.deterministic(), true)
+  trainer(config(3), tmp .. "/deterministic_unset", {})
+  T.eq(bv.deterministic(), false)
+  T.eq(deterministic_lines(tmp .. "/deterministic_on/big_vision_metrics.txt"),
+       deterministic_lines(tmp .. "/deterministic_unset/big_vision_metrics.txt"))
+  cfg.deterministic = "yes"
+  T.raises(function() trainer(cfg, tmp .. "/deterministic_bad", {}) end,
+           "config.deterministic must be true or false, got yes")
+  T.truthy(not bv.fs.exists(tmp .. "/deterministic_bad/big_vision_metrics.txt"), "refused before training")
 end)
 
 T.test("autocast = float16 is refused before training: it needs loss scaling", function()

@@ -127,6 +127,8 @@ for _, k in ipairs({
   {"matmul_precision", "string", "default", "float32 matmuls and convolutions on CUDA, by JAX's "
     .. "names: default and high allow TF32 (as big_vision on Ampere/Hopper), highest is full "
     .. "float32; the CPU's numbers never change"},
+  {"deterministic", "bool", false, "CUDA picks deterministic kernels only, and an op that has "
+    .. "none is an error naming it (torch.use_deterministic_algorithms); the CPU always is"},
   {"device", "string", "auto", "what to train on: auto, cpu, cuda, cuda:N (--device wins)"},
   {"trainer", "string", "classification", "the trainer: classification, "
     .. "proj.paligemma.train, or a .lua file"},
@@ -193,7 +195,7 @@ local function metrics_writer(workdir, rank)
   return mw
 end
 
--- config.autocast and config.matmul_precision: checked, and the precision set (process-wide,
+-- config.autocast, config.matmul_precision and config.deterministic: checked, and set (process-wide,
 -- CUDA's flags only), before anything is read or built, so that a refused value fails at once.
 function M.set_precision(config)
   local autocast = config.autocast
@@ -210,6 +212,10 @@ function M.set_precision(config)
           .. type(precision), 0)
   end
   bv.set_matmul_precision(precision)
+  if config.deterministic ~= nil and type(config.deterministic) ~= "boolean" then
+    error("config.deterministic must be true or false, got " .. tostring(config.deterministic), 0)
+  end
+  bv.set_deterministic(config.deterministic == true)
 end
 
 -- Everything a trainer needs before its model: the processes (bv.sharding), the clock, the

@@ -4,13 +4,28 @@
 -- A test file registers cases with T.test(name, fn) and ends with T.run(), which prints one
 -- line per failure, a summary, and exits non-zero when anything failed (so CTest sees it).
 -- One test by name: `build/bvlua run tests/lua/pp_test.lua parse_op` runs the cases whose
--- names contain the first command-line argument (a plain substring).
+-- names contain the first command-line argument (a plain substring). Cases registered with
+-- T.device_test run on the fake device, or with BV_TEST_DEVICE=cuda on the GPU (the others
+-- are then left out).
 local M = {}
 
 local cases = {}
 
 function M.test(name, fn)
   cases[#cases + 1] = {name = name, fn = fn}
+end
+
+-- Whether BV_TEST_DEVICE names a GPU ("cuda", "cuda:N"; scripts/gpu_check sets it): then the
+-- device cases run there, and only they.
+local function on_gpu()
+  return (os.getenv("BV_TEST_DEVICE") or ""):match("^cuda") ~= nil
+end
+
+-- A case that runs on a device, passed to fn: the test device (core/fake_device.h: the CPU's
+-- kernels, as strict as CUDA) by default, the GPU that BV_TEST_DEVICE names otherwise. Its
+-- checks hold on both: tolerances, not bit-equality, against the CPU.
+function M.device_test(name, fn)
+  cases[#cases + 1] = {name = name, fn = function() return fn(bv._test_device()) end, device = true}
 end
 
 local function show(v)
@@ -96,9 +111,11 @@ end
 -- a typo never passes.
 function M.run(filter)
   filter = filter or (arg and arg[1])
-  local passed, failed = 0, 0
+  local passed, failed, host_only = 0, 0, 0
   for _, c in ipairs(cases) do
-    if not filter or c.name:find(filter, 1, true) then
+    if on_gpu() and not c.device then
+      host_only = host_only + 1
+    elseif not filter or c.name:find(filter, 1, true) then
       local ok, err = xpcall(c.fn, debug.traceback)
       if ok then
         passed = passed + 1
@@ -112,7 +129,8 @@ function M.run(filter)
     io.stderr:write(string.format("FAIL no test name contains '%s'\n", filter))
     failed = 1
   end
-  print(string.format("%d passed, %d failed", passed, failed))
+  print(string.format("%d passed, %d failed%s", passed, failed, host_only > 0 and string.format(
+      " (on %s; %d host-only cases not run)", os.getenv("BV_TEST_DEVICE"), host_only) or ""))
   cases = {}
   if failed > 0 then os.exit(1) end
 end
