@@ -585,7 +585,8 @@ end
 -- Parses the words after `bvlua train`. Returns
 --   {config = "path[:args]", workdir = dir|nil, dry_run = bool, help = bool,
 --    nproc = N|nil, backend = "gloo"|"nccl"|nil, device = "auto"|"cpu"|"cuda"|"cuda:N"|nil,
---    profile = {start = N, stop = M}|nil, overrides = {{key, text}, ...}}   (overrides in command-line order)
+--    profile = {start = N, stop = M}|nil, stop_after = N|nil,
+--    overrides = {{key, text}, ...}}   (overrides in command-line order)
 -- or nil and a message for usage errors.
 function M.parse_cli(argv)
   local r = {dry_run = false, help = false, overrides = {}}  -- debug: only when given
@@ -640,6 +641,13 @@ function M.parse_cli(argv)
       local v = eq_value
       if not v then v, err = value_after(name) end
       if not err then r.profile, err = require("bv.profile").parse_window(v) end
+    elseif name == "--stop-after" then
+      local v = eq_value
+      if not v then v, err = value_after(name) end
+      r.stop_after = math.tointeger(tonumber(v or ""))
+      if not err and (not r.stop_after or r.stop_after < 1) then
+        err = "--stop-after needs a step number >= 1, got " .. tostring(v)
+      end
     elseif name == "--config" then
       local v = eq_value
       if not v then v, err = value_after(name) end

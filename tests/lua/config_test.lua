@@ -434,6 +434,16 @@ T.test("parse_cli --device, and bv.device resolving it", function()
   end
 end)
 
+T.test("parse_cli --stop-after: a step number, else a usage error naming the flag", function()
+  T.eq(assert(config.parse_cli({"c.lua", "--stop-after", "10"})).stop_after, 10)
+  T.eq(assert(config.parse_cli({"c.lua", "--stop-after=3"})).stop_after, 3)
+  for _, bad in ipairs({"0", "x", "2.5"}) do
+    local r, err = config.parse_cli({"c.lua", "--stop-after", bad})
+    T.eq(r, nil)
+    T.truthy(err:find("--stop-after needs a step number >= 1, got " .. bad, 1, true), err)
+  end
+end)
+
 T.test("parse_cli: help needs no config", function()
   T.eq(assert(config.parse_cli({"--help"})).help, true)
   T.eq(assert(config.parse_cli({"-h", "c.lua"})).help, true)

@@ -34,6 +34,8 @@ options:
   --profile START:STOP   record steps START to STOP (e.g. 5:8) with libtorch's profiler:
                          the trace goes to DIR/profile/steps_START-STOP.pt.trace.json (open it
                          in ui.perfetto.dev or chrome://tracing), the slowest ops to stdout
+  --stop-after N         stop after step N with a checkpoint, as a SIGTERM would (the run
+                         resumes from it when started again)
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
                          err (and run, the workdir); exit with code 1 when it ends
@@ -233,7 +235,8 @@ function M.main(argv)
   -- NCCL's communicator): on CUDA the first allocation makes a context on the current device,
   -- GPU 0 unless set. (Not in a launcher of --nproc processes: it uses no device.)
   bv.set_device(device)
-  local run = {config_file = opts.config, device = device, profile = opts.profile}
+  local run = {config_file = opts.config, device = device, profile = opts.profile,
+               stop_after = opts.stop_after}
   local env = bv.dist.env()
   if env.world_size > 1 then
     -- One of several processes: join the group; rank 0 alone writes files and the terminal.
