@@ -68,7 +68,7 @@ end
 local function decode(params, prompt, keep)
   local unused = bv.rng(0)  -- greedy draws nothing
   local logits, cache = model:prefill(params, prompt, {max_decode_len = DECODE_LEN})
-  local tokens = bv.zeros({BATCH, DECODE_LEN}, "int64")
+  local tokens = bv.zeros({BATCH, DECODE_LEN}, "int64"):to(prompt.text:device())
   for step = 1, DECODE_LEN do
     if keep then keep[step] = logits end
     local tok = bv.models.sample(logits, "greedy", unused)
@@ -81,6 +81,13 @@ end
 
 local params = model:init(0)
 local rng = bv.rng(0)
+-- BENCH_DEVICE=cuda (scripts/gpu_check): the timed steps run there (not the check).
+local device = os.getenv("BENCH_DEVICE") or "cpu"
+if device == "fake" then device = bv._fake_device() end  -- scripts/gpu_check --fake
+local function to_device(batch)
+  for k, t in pairs(batch) do batch[k] = t:to(device) end
+  return batch
+end
 
 if work == "check" then
   -- Parameters off their init (zero GroupNorm and RMSNorm scales would hide whole branches),
@@ -125,19 +132,23 @@ steps = math.tointeger(tonumber(steps))
 assert((work == "train" or work == "bf16" or work == "decode") and steps and steps >= 1,
        "usage: bvlua run scripts/bench_paligemma.lua {train|bf16|decode} STEPS | check DIR")
 local step
+for name, t in pairs(params) do params[name] = t:to(device) end
 if work == "train" or work == "bf16" then
   local opt = bv.optim.new(json.encode({optax_name = "scale_by_adam", lr = 1e-3, schedule = {}}),
                            model:param_shapes(), {total_steps = steps + 1, batch_size = BATCH,
-                                                  data_size = BATCH})
-  local batch = train_batch(rng)
+                                                  data_size = BATCH, device = device})
+  local batch = to_device(train_batch(rng))
   step = function()
     local _, grads = model:loss_and_grads(params, batch,
                                           {autocast = work == "bf16" and "bfloat16" or nil})
     opt:update(params, grads, {norms = false})  -- as the trainer between log steps
   end
 else
-  local prompt = decode_batch(rng)
+  local prompt = to_device(decode_batch(rng))
   step = function() decode(params, prompt) end
 end
 step()  -- warm-up
-dofile(arg[0]:gsub("[^/]*$", "") .. "bench_timing.lua")(step, steps)
+-- A GPU's queued steps are done when a value of the last is back on the host (one stream).
+local _, any = next(params)
+dofile(arg[0]:gsub("[^/]*$", "") .. "bench_timing.lua")(step, steps,
+                                                       function() any:sum():item() end)

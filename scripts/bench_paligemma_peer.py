@@ -22,6 +22,7 @@
 # Parameters keep big_vision's shapes (conv kernels are stored OIHW here, PyTorch's layout; the
 # Gemma layers one module each where bvlua stacks them along a leading depth axis).
 import math
+import os
 import sys
 
 import torch
@@ -464,6 +465,9 @@ def main():
     assert mode in ("eager", "compile", "flops"), mode
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    # BENCH_DEVICE=cuda (scripts/gpu_check): every tensor made from here on is made there.
+    device = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+    torch.set_default_device(device)
     model = PaliGemma()
     if work in ("train", "bf16"):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -472,7 +476,7 @@ def main():
 
         def step():
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=work == "bf16"):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=work == "bf16"):
                 logits = fwd(image, text[:, :-1], mask_ar[:, :-1])
             lm_loss(logits, text, mask_loss).backward()
             opt.step()
@@ -496,7 +500,7 @@ def main():
         return
     step()
     step()  # compile: the first calls compile (decode: the step again once its length varies)
-    time_steps(step, steps)
+    time_steps(step, steps, torch.cuda.synchronize if device.type == "cuda" else None)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@
 #      flops: the FLOPs of one step (torch.utils.flop_counter: matmuls and convolutions,
 #      forward and backward), which scripts/bench divides by each side's step time
 # bf16: the step under torch.autocast("cpu", torch.bfloat16); eval: the forward pass alone
-# under torch.no_grad.
+# under torch.no_grad. BENCH_DEVICE=cuda (scripts/gpu_check): on the GPU, the clock stopped
+# after torch.cuda.synchronize().
 # bit26: torchvision's ResNet with [2, 2, 2, 2] bottlenecks, GroupNorm(32) and weight-standardised
 # convolutions (as BiT; PyTorch's symmetric padding instead of TF's SAME); vit*: torchvision's
 # VisionTransformer with ViT-Ti / S / B sizes.
+import os
 import sys
 
 import torch
@@ -25,6 +27,7 @@ work = sys.argv[7] if len(sys.argv) > 7 else "train"
 assert mode in ("eager", "compile", "flops"), mode
 assert work in ("train", "bf16", "eval"), work
 torch.set_num_threads(threads)
+device = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
 torch.manual_seed(0)
 class StdConv2d(nn.Conv2d):
     def forward(self, x):
@@ -43,11 +46,12 @@ else:
     width, heads = {"vitti16": (192, 3), "vits16": (384, 6), "vitb16": (768, 12)}[name]
     model = VisionTransformer(image_size=res, patch_size=16, num_layers=12, num_heads=heads,
                               hidden_dim=width, mlp_dim=4 * width, num_classes=1000)
+model = model.to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 if mode == "compile":
     model = torch.compile(model)
-images = torch.randn(batch, 3, res, res)
-labels = torch.randint(0, 1000, (batch,))
+images = torch.randn(batch, 3, res, res, device=device)
+labels = torch.randint(0, 1000, (batch,), device=device)
 
 
 def step():
@@ -56,7 +60,7 @@ def step():
             model(images)
         return
     opt.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=work == "bf16"):
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=work == "bf16"):
         loss = nn.functional.cross_entropy(model(images), labels)
     loss.backward()
     opt.step()
@@ -73,4 +77,4 @@ if mode == "flops":
 
 step()
 step()  # compile: the first calls compile the forward and the backward
-time_steps(step, steps)
+time_steps(step, steps, torch.cuda.synchronize if device.type == "cuda" else None)
