@@ -281,7 +281,7 @@ at::Tensor attention(const at::Tensor& x, const at::Tensor& positions, const at:
     // "may attend". q is already scaled. A query row always sees itself or an earlier real
     // token, so no row is masked whole (where the fused kernel and the -inf fill would differ).
     at::Tensor qt = q.transpose(1, 2), kt = k.transpose(1, 2), vt = v.transpose(1, 2);
-    at::Tensor m = mask.view({B, 1, T, -1});
+    at::Tensor m = mask.reshape({B, 1, T, -1});  // not view: the mask may come strided
     if (x.device().is_cuda()) note_sdp_choice(qt, kt, vt, m, G > 1);
     at::Tensor o = at::scaled_dot_product_attention(qt, kt, vt, m, /*dropout_p=*/0.0,
                                                     /*is_causal=*/false, /*scale=*/1.0,

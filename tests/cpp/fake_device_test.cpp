@@ -70,7 +70,8 @@ TEST_CASE("fake device: ViT and BiT training steps with everything there match t
   CHECK(got.loss.cpu().item<double>() == Approx(want.loss.item<double>()).epsilon(1e-6));
   REQUIRE(got.grads.size() == want.grads.size());
   for (const auto& [name, g] : want.grads) {
-    INFO(name);
+    INFO(name << ": largest difference " << (got.grads[name].cpu() - g).abs().max().item<double>()
+              << ", largest value " << g.abs().max().item<double>());
     CHECK(got.grads[name].device() == fake_device());
     CHECK(close(got.grads[name], g));
   }
