@@ -1,6 +1,6 @@
 -- scripts/gpu_check's comparisons and reports, run by the bvlua it built:
 --   bvlua run scripts/gpu_check.lua compare RUNS RESULTS NUMBERS DEVICE
---   bvlua run scripts/gpu_check.lua speed RESULTS NUMBERS
+--   bvlua run scripts/gpu_check.lua speed RESULTS NUMBERS WORK DEVICE   (WORK: bf16 or train)
 --   bvlua run scripts/gpu_check.lua report RESULTS NUMBERS OUT MODE
 -- compare reads the runs' workdirs under RUNS (metrics files, checkpoints, the profiler's trace,
 -- their printed notes) and appends one JSON line per check to RESULTS (as the script's own
@@ -38,32 +38,44 @@ local function series(workdir, key)
   return out
 end
 
--- The largest relative difference of b from a over a's steps; nil and a message when b lacks
--- one of them.
-local function max_rel(a, b)
+-- The largest relative difference of b from a over a's steps up to `upto` (all when nil); nil
+-- and a message when b lacks one of them.
+local function max_rel(a, b, upto)
   local worst, n = 0, 0
   for step, v in pairs(a) do
-    if b[step] == nil then return nil, "step " .. step .. " missing" end
-    worst = math.max(worst, math.abs(b[step] - v) / math.max(math.abs(v), 1e-12))
-    n = n + 1
+    if not upto or step <= upto then
+      if b[step] == nil then return nil, "step " .. step .. " missing" end
+      worst = math.max(worst, math.abs(b[step] - v) / math.max(math.abs(v), 1e-12))
+      n = n + 1
+    end
   end
   return worst, n
 end
 
--- Device against CPU: `key` at every logged step within rel_tol.
-local function compare_series(results, name, cpu_dir, dev_dir, key, rel_tol, want_n)
+-- Device against CPU: `key` at every logged step within the tolerances, each {upto = step
+-- (nil: all), tol = relative}. Training is chaotic: a rounding difference in one step grows in
+-- the next ones (measured on the fake device, whose only difference from the CPU is summation
+-- order: 0 up to step 5, 1e-7 at step 6, 1e-3 at step 15 of bit_lines:quick), so the first
+-- steps are held tight and the rest only against gross errors (another data order, a wrong
+-- kernel).
+local function compare_series(results, name, cpu_dir, dev_dir, key, tiers, want_n)
   local a, b = series(cpu_dir, key), series(dev_dir, key)
   if not a or not b then
     return record(results, name, "fail", "no metrics file in " .. (a and dev_dir or cpu_dir))
   end
-  local worst, n = max_rel(a, b)
-  if not worst then return record(results, name, "fail", key .. ": " .. n) end
-  if want_n and n < want_n then
-    return record(results, name, "fail", string.format("%s: %d values, want %d", key, n, want_n))
+  local parts, ok = {}, true
+  for _, tier in ipairs(tiers) do
+    local worst, n = max_rel(a, b, tier.upto)
+    if not worst then return record(results, name, "fail", key .. ": " .. n) end
+    if want_n and not tier.upto and n < want_n then
+      return record(results, name, "fail", string.format("%s: %d values, want %d", key, n, want_n))
+    end
+    ok = ok and worst <= tier.tol
+    parts[#parts + 1] = string.format("%s %.2e (tolerance %.0e)", tier.upto and
+      ("steps 1-" .. tier.upto) or ("all " .. n .. " steps"), worst, tier.tol)
   end
-  record(results, name, worst <= rel_tol and "pass" or "fail",
-         string.format("%s at %d steps: largest relative difference %.2e (tolerance %.0e)",
-                       key, n, worst, rel_tol))
+  record(results, name, ok and "pass" or "fail",
+         key .. ", largest relative difference: " .. table.concat(parts, "; "))
 end
 
 -- A resumed run ends with the uninterrupted one's parameters, bit for bit.
@@ -164,15 +176,17 @@ end
 local function compare(runs, results, numbers, device)
   local d = function(name) return runs .. "/" .. name end
   compare_series(results, "lines_losses_fp32", d("lines_cpu"), d("lines_dev"), "training_loss",
-                 1e-3, 20)
+                 {{upto = 5, tol = 1e-4}, {tol = 2e-2}}, 20)
   compare_series(results, "lines_losses_tf32", d("lines_cpu"), d("lines_dev_tf32"),
-                 "training_loss", 2e-2, 20)
+                 "training_loss", {{upto = 5, tol = 1e-2}, {tol = 5e-2}}, 20)
   compare_checkpoints(results, "resume_bit_identical", d("whole_dev"), d("parts_dev"))
   local resumed = read_file(d("parts_dev.out")) or ""
   record(results, "resume_from_step_10", resumed:find("Resumed from .* at step 10") and "pass"
          or "fail", "the second part resumed at step 10")
-  compare_series(results, "paligemma_losses", d("pg_cpu"), d("pg_dev"), "training_loss", 1e-3, 3)
-  compare_series(results, "paligemma_pplx", d("pg_cpu"), d("pg_dev"), "val/pplx/avg", 1e-3)
+  compare_series(results, "paligemma_losses", d("pg_cpu"), d("pg_dev"), "training_loss",
+                 {{tol = 1e-4}}, 3)
+  compare_series(results, "paligemma_pplx", d("pg_cpu"), d("pg_dev"), "val/pplx/avg",
+                 {{tol = 1e-4}})
   local acc_cpu, acc_dev = series(d("pg_cpu"), "val/vqa/acc"), series(d("pg_dev"), "val/vqa/acc")
   record(results, "paligemma_vqa_acc", "info", string.format("step 3: cpu %s, device %s",
          acc_cpu and acc_cpu[3], acc_dev and acc_dev[3]))
@@ -220,13 +234,17 @@ local function speed_row(results, numbers, name, prefix, what)
          flops and string.format("%.3g FLOP/step", flops) or "no FLOP count"))
 end
 
-local function speed(results, numbers)
-  speed_row(results, numbers, "speed_vitb16_bf16", "vit",
-            "ViT-B/16 224 batch 64 bf16 autocast, SGD")
-  speed_row(results, numbers, "speed_paligemma_bf16", "pg_bf16",
-            "tiny PaliGemma train step, batch 32, bf16 autocast, Adam")
+local function speed(results, numbers, work, device)
+  local how = work == "bf16" and "bf16 autocast" or "float32"
+  local where = device == "fake" and " (rehearsal: smaller, bvlua on the fake device, peers on "
+                .. "the CPU; MFU means nothing)" or ""
+  speed_row(results, numbers, "speed_vit", "vit",
+            (device == "fake" and "ViT-Ti/16 32 batch 8" or "ViT-B/16 224 batch 64") .. ", "
+            .. how .. ", SGD" .. where)
+  speed_row(results, numbers, "speed_paligemma_step", "pg_step",
+            "tiny PaliGemma train step, batch 32, " .. how .. ", Adam" .. where)
   speed_row(results, numbers, "speed_paligemma_decode", "pg_decode",
-            "tiny PaliGemma greedy decode of 8 tokens, batch 32 (a step = a whole decode)")
+            "tiny PaliGemma greedy decode of 8 tokens, batch 32 (a step = a whole decode)" .. where)
 end
 
 local function report(results, numbers, out, mode)
@@ -255,7 +273,7 @@ end
 if verb == "compare" then
   compare(arg[2], arg[3], arg[4], arg[5])
 elseif verb == "speed" then
-  speed(arg[2], arg[3])
+  speed(arg[2], arg[3], arg[4], arg[5])
 elseif verb == "report" then
   report(arg[2], arg[3], arg[4], arg[5])
 else
