@@ -152,6 +152,10 @@ at::Tensor group_norm(const at::Tensor& x, const Params& p, const std::string& n
   bool as_is = x.device().is_cpu() && scale.scalar_type() == at::kFloat &&
                (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
   at::Tensor in = as_is ? x : x.to(scale.scalar_type());
+  // Off the CPU in its own layout: CUDA's kernel makes a channels-last input contiguous itself,
+  // and libtorch's generic one (another device's, the fake device's) views it, which fails on
+  // a channels-last evaluation batch with libtorch 2.11.
+  if (!x.device().is_cpu()) in = in.contiguous();
   return at::group_norm(in, 32, scale, param(p, name + "/bias", "bit"), 1e-6);
 }
 
