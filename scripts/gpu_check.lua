@@ -200,7 +200,7 @@ local function compare(runs, results, numbers, device)
            string.format("%s/vqa_val_%d.json holds answers", s, step))
   end
   count_syncs(results, d("whole_dev"), device)
-  peak_memory(results, "peak_memory_lines", d("whole_dev"))
+  peak_memory(results, "peak_memory_lines", d("lines_dev"))  -- logged at every step
   peak_memory(results, "peak_memory_paligemma", d("pg_dev_30"))
   sdpa_notes(results, d("pg_dev_30.out"))
 end
