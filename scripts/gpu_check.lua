@@ -20,12 +20,9 @@ local function record(results, name, verdict, detail)
   if verdict == "fail" then failed = true end
 end
 
+-- A file's text, or nil when the run did not write it.
 local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
+  return bv.fs.exists(path) and bv.fs.read_file(path) or nil
 end
 
 -- metric -> {step -> value} of a workdir's metrics file, or nil when the run wrote none.
@@ -257,16 +254,12 @@ local function report(results, numbers, out, mode)
   local verdict = (counts.fail or 0) > 0 and "fail" or "pass"
   local doc = {mode = mode, date = os.date("!%Y-%m-%d %H:%M UTC"), verdict = verdict,
                counts = counts, checks = rows}
-  local f = assert(io.open(out .. "/gpu_check.json", "w"))
-  f:write(json.encode(doc, {indent = 1}), "\n")
-  f:close()
+  bv.fs.write_file(out .. "/gpu_check.json", json.encode(doc, {indent = 1}) .. "\n")
   local lines = {string.format("bvlua GPU check (%s), %s: %s", mode, doc.date, verdict:upper())}
   for _, row in ipairs(rows) do
     lines[#lines + 1] = string.format("%-5s %-24s %s", row.verdict, row.check, row.detail)
   end
-  f = assert(io.open(out .. "/gpu_check.txt", "w"))
-  f:write(table.concat(lines, "\n"), "\n")
-  f:close()
+  bv.fs.write_file(out .. "/gpu_check.txt", table.concat(lines, "\n") .. "\n")
   print(table.concat(lines, "\n"))
 end
 

@@ -597,6 +597,16 @@ function M.parse_cli(argv)
     i = i + 1
     return v
   end
+  -- A whole number >= 1 after `flag` (--flag=N or --flag N); else nil and the message.
+  local function count_after(flag, eq_value, what)
+    local v, err = eq_value, nil
+    if not v then v, err = value_after(flag) end
+    local n = math.tointeger(tonumber(v or ""))
+    if not err and (not n or n < 1) then
+      err = string.format("%s needs %s >= 1, got %s", flag, what, tostring(v))
+    end
+    return n, err
+  end
   local function set_config(v)
     if r.config and r.config:find(":.*,$") then  -- "x.lua:flip=true, crop=false" unquoted
       return string.format('two configs given: "%s" and "%s": the shell splits the config\'s '
@@ -621,12 +631,7 @@ function M.parse_cli(argv)
       if not eq_value then r.workdir, err = value_after(name) end
       if r.workdir == "" then err = "--workdir needs a value" end
     elseif name == "--nproc" then
-      local v = eq_value
-      if not v then v, err = value_after(name) end
-      r.nproc = math.tointeger(tonumber(v or ""))
-      if not err and (not r.nproc or r.nproc < 1) then
-        err = "--nproc needs a whole number >= 1, got " .. tostring(v)
-      end
+      r.nproc, err = count_after(name, eq_value, "a whole number")
     elseif name == "--backend" then
       r.backend = eq_value
       if not eq_value then r.backend, err = value_after(name) end
@@ -642,12 +647,7 @@ function M.parse_cli(argv)
       if not v then v, err = value_after(name) end
       if not err then r.profile, err = require("bv.profile").parse_window(v) end
     elseif name == "--stop-after" then
-      local v = eq_value
-      if not v then v, err = value_after(name) end
-      r.stop_after = math.tointeger(tonumber(v or ""))
-      if not err and (not r.stop_after or r.stop_after < 1) then
-        err = "--stop-after needs a step number >= 1, got " .. tostring(v)
-      end
+      r.stop_after, err = count_after(name, eq_value, "a step number")
     elseif name == "--config" then
       local v = eq_value
       if not v then v, err = value_after(name) end
