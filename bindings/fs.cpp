@@ -57,6 +57,29 @@ int fs_write_file(lua_State* L) {
   return 0;
 }
 
+// bv.fs.truncate(path, size): cuts the file to size bytes
+int fs_truncate(lua_State* L) {
+  fs::truncate(luaL_checkstring(L, 1), luaL_checkinteger(L, 2));
+  return 0;
+}
+
+// bv.fs.lock_workdir(dir): this process is the workdir's one writer until it exits (core/fs.h)
+int fs_lock_workdir(lua_State* L) {
+  fs::lock_workdir(luaL_checkstring(L, 1));
+  return 0;
+}
+
+// bv.fs.remove_tmp_leftovers(dir) -> the names of interrupted writers' *.tmp-<pid> files removed
+int fs_remove_tmp_leftovers(lua_State* L) {
+  std::vector<std::string> names = fs::remove_tmp_leftovers(luaL_checkstring(L, 1));
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 }  // namespace
 
 // Adds bv.fs to the table on top of the stack.
@@ -69,6 +92,9 @@ void open_fs(lua_State* L) {
       BV_FN("write_file", fs_write_file),
       BV_FN("list", fs_list),
       BV_FN("cwd", fs_cwd),
+      BV_FN("truncate", fs_truncate),
+      BV_FN("lock_workdir", fs_lock_workdir),
+      BV_FN("remove_tmp_leftovers", fs_remove_tmp_leftovers),
       {nullptr, nullptr},
   };
   luaL_newlib(L, functions);

@@ -9,6 +9,7 @@
 // It never reports a usage error itself: anything it does not answer, valid or not, goes to
 // bvlua-core, which owns the whole command line (the global flags are read here only to find
 // --help and --version among them, by the same rules).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,7 +65,15 @@ bool answer_here(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (answer_here(argc, argv)) return std::fflush(stdout) == 0 ? 0 : 1;
   std::string core = core_path();
+  // SIGTERM and SIGINT stay blocked (pending, not lost) across the exec, until bvlua-core has its
+  // stop handlers: a run stopped while libtorch loads stops cleanly (runtime/core/signals.h).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   ::execv(core.c_str(), argv);  // returns only on failure
+  ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
   std::fprintf(stderr, "bvlua: cannot run %s: %s (build it: scripts/setup, or cmake --build)\n",
                core.c_str(), std::strerror(errno));
   return 1;

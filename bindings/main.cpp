@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/signals.h"
 #include "distributed/launch.h"
 #include "lua_util.h"
 #include "repl.h"
@@ -241,6 +242,10 @@ int main(int argc, char** argv) {
   }
   bool wants_help = !rest.empty() && (rest[0] == "-h" || rest[0] == "--help");
 
+  // The launcher held SIGTERM/SIGINT blocked across its exec (core/signals.h): `train` and
+  // `sweep` turn them into stop requests from here on, a signal sent during start-up included;
+  // every other command gets their default action back.
+  bv::release_stop_signals(command == "train" || command == "sweep");
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
       command != "runs" && command != "sweep" && command != "plot" && command != "mistakes" &&
       command != "launch") {

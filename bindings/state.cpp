@@ -76,7 +76,8 @@ int bv_fullmatch(lua_State* L) {
 }
 
 // bv.handle_stop_signals(): from now on SIGTERM/SIGINT only set a flag that
-// bv.stop_requested() reports (with the signal's name), so a trainer can save and exit.
+// bv.stop_requested() reports (with the signal's name), so a trainer can save and exit. A
+// request already made (`bvlua train` installs the handlers before Lua starts) is kept.
 int bv_handle_stop_signals(lua_State* L) {
   install_stop_handlers();
   return 0;

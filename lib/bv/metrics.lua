@@ -205,8 +205,24 @@ function Writer:line()
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
+-- A failed write (a full disk, a quota, an I/O error): the part of the line that reached the
+-- file is cut off again, so that the file ends with the last whole line, and the run stops
+-- with an error (a silent gap in the metrics would be worse than a stop: the run resumes from
+-- its last checkpoint, and bv.trainers.utils drops the lines after it).
+-- (Closed before it is cut: stdio may still hold the bytes that failed, and write them as it
+-- closes.) size: the file's size before the line, nil when nothing was being added.
+function Writer:_failed(what, err, size)
+  pcall(self._file.close, self._file)
+  self._file = nil
+  local cut = size == nil or pcall(bv.fs.truncate, self.path, size)
+  error(string.format("metrics: cannot write %s to %s: %s; %s", what, self.path, tostring(err),
+                      cut and "the file ends with the last whole line before it"
+                          or "and it could not be cut back to its last whole line"), 0)
+end
+
 -- Appends the step's line to the file (if anything was measured and this process writes).
--- Each line is flushed at once so a crash loses nothing already logged.
+-- Each line is flushed at once so a crash loses nothing already logged; a failed write is an
+-- error (Writer:_failed).
 function Writer:step_end()
   local line = self:line()
   self._dirty = false
@@ -217,15 +233,18 @@ function Writer:step_end()
     if not f then error("metrics: cannot open " .. self.path .. ": " .. tostring(err), 2) end
     self._file = f
   end
-  self._file:write(line, "\n")
-  self._file:flush()
+  local size = self._file:seek("end")
+  local ok, err = self._file:write(line, "\n")
+  if ok then ok, err = self._file:flush() end
+  if not ok then self:_failed("step " .. py_int(self.step) .. "'s line", err, size) end
 end
 
 -- Puts the lines written so far on disk (fsync), not only in the kernel's cache: a trainer calls
 -- it before publishing a checkpoint, so that a checkpoint never outlives its step's line.
 function Writer:sync()
   if self._file then
-    self._file:flush()
+    local ok, err = self._file:flush()
+    if not ok then self:_failed("the lines up to step " .. py_int(self.step), err) end
     bv.ckpt.sync_file(self.path)
   end
 end

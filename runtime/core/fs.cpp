@@ -1,13 +1,17 @@
 #include "core/fs.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -75,6 +79,91 @@ std::vector<std::string> list_dir(const std::string& dir) {
   BV_CHECK(!ec, "cannot list '", dir, "': ", ec.message());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+void truncate(const std::string& path, long long size) {
+  BV_CHECK(::truncate(path.c_str(), static_cast<off_t>(size)) == 0, "cannot cut '", path,
+           "' back to ", size, " bytes: ", std::strerror(errno));
+}
+
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What a lock file says ("pid N on host H since T"): at most one line of it.
+std::string lock_holder(int fd) {
+  char buf[256] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  text = text.substr(0, text.find('\n'));
+  return text.empty() ? "a process that has not written its name yet" : text;
+}
+
+// The pid in a lock file's "pid N on host H ...", or -1; and whether H is this host.
+long lock_pid_here(const std::string& holder) {
+  long pid = -1;
+  char host[256] = {};
+  if (std::sscanf(holder.c_str(), "pid %ld on host %255s", &pid, host) != 2) return -1;
+  return host_name() == host ? pid : -1;
+}
+
+}  // namespace
+
+void lock_workdir(const std::string& dir) {
+  static std::map<std::string, int> held;  // path -> fd, open for the process's life
+  std::string path = dir + "/.bvlua.lock";
+  if (held.count(path)) return;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  BV_CHECK(fd >= 0, "cannot open the workdir's lock file '", path, "': ", std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::string holder = lock_holder(fd);
+    ::close(fd);
+    if (err == EWOULDBLOCK && lock_pid_here(holder) == static_cast<long>(::getppid())) return;
+    BV_CHECK(err != EWOULDBLOCK, "workdir '", dir,
+             "' is in use: another bvlua train writes there (", holder, "; its lock: ", path,
+             "). Wait for it to end or stop it, or use another "
+             "--workdir");
+    fail("cannot lock the workdir's lock file '", path, "': ", std::strerror(err));
+  }
+  std::string text = "pid " + std::to_string(::getpid()) + " on host " + host_name() + " since " +
+                     utc_now() + "\n";
+  bool ok = ::ftruncate(fd, 0) == 0 &&
+            ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
+  BV_CHECK(ok, "cannot write the workdir's lock file '", path, "': ", std::strerror(errno));
+  held[path] = fd;
+}
+
+std::vector<std::string> remove_tmp_leftovers(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::string mine = ".tmp-" + std::to_string(::getpid());
+  for (const std::string& name : list_dir(dir)) {
+    size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos || at == 0) continue;
+    size_t digits = at + 5, end = digits;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == digits || (end < name.size() && name[end] != '.')) continue;
+    if (name.compare(at, end - at, mine) == 0) continue;
+    std::error_code ec;
+    stdfs::remove_all(stdfs::path(dir) / name, ec);
+    BV_CHECK(!ec, "cannot remove '", dir, "/", name,
+             "', left by an interrupted run: ", ec.message());
+    removed.push_back(name);
+  }
+  return removed;
 }
 
 }  // namespace bv::fs

@@ -21,12 +21,20 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void install_stop_handlers() {
-  g_signal.store(0);  // a new run (e.g. a second `train` in one REPL session) starts unstopped
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+}
+
+void release_stop_signals(bool handle) {
+  if (handle) install_stop_handlers();
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 bool stop_requested() { return g_signal.load() != 0; }

@@ -4,6 +4,7 @@ local config = require "bv.config"
 local config_keys = require "bv.config_keys"
 local json = require "bv.json"
 local log = require "bv.log"
+local utils = require "bv.trainers.utils"
 
 local M = {}
 
@@ -134,9 +135,12 @@ local function keep_changed_config(fs, workdir, path, text)
     .. "config.json.%d):\n  %s", workdir, n, table.concat(changes, "\n  "))
 end
 
+-- The workdir's lock file (bv.fs.lock_workdir): one `bvlua train` writes a workdir at a time.
+local LOCK_FILE = ".bvlua.lock"
+
 -- What a run that failed before its first step leaves in a workdir it made: nothing worth
--- keeping when the directory holds only config.json and a metrics file with no line past step 0
--- (the initial evals). Returns those names, or nil when there is anything else (a checkpoint, a
+-- keeping when the directory holds only config.json (and its lock) and a metrics file with no
+-- line past step 0 (the initial evals). Returns those names, or nil when there is anything else (a checkpoint, a
 -- step's line, a file of the config's prepare or of someone else).
 function M.unused_workdir(dir)
   local fs = native_fs()
@@ -147,7 +151,7 @@ function M.unused_workdir(dir)
       for line in fs.read_file(dir .. "/" .. name):gmatch("[^\n]+") do
         if not line:match('^{"step": 0[,}]') then return nil end
       end
-    elseif name ~= "config.json" then
+    elseif name ~= "config.json" and name ~= LOCK_FILE then
       return nil
     end
   end
@@ -164,7 +168,12 @@ local function workdir_guard()
     if not dir or (err == nil and (guard.rc or 0) == 0) then return end
     local names = M.unused_workdir(dir)
     if not names then return end
-    for _, name in ipairs(names) do os.remove(dir .. "/" .. name) end
+    local shown = {}
+    for _, name in ipairs(names) do
+      os.remove(dir .. "/" .. name)
+      if name ~= LOCK_FILE then shown[#shown + 1] = name end
+    end
+    names = shown
     if os.remove(dir) then
       log.error("bvlua train: removed %s, which this run had created: it failed before its "
         .. "first step and left only %s there", dir,
@@ -209,6 +218,7 @@ function M.main(argv)
     error(string.format("--backend nccl moves CUDA tensors, but this run trains on %s "
                         .. "(--device cuda, or --backend gloo)", device), 0)
   end
+  utils.stopped_before_start("while the config was read")
   local text = config.to_json(cfg, 2) .. "\n"
   local saved_to
   local guard <close> = workdir_guard()  -- a failure before the first step: the new workdir goes
@@ -216,6 +226,15 @@ function M.main(argv)
     local fs = native_fs()
     if not fs.exists(opts.workdir) then guard.workdir = opts.workdir end
     fs.mkdirs(opts.workdir)
+    -- One writer per workdir, for the whole run (a second `bvlua train` stops here, naming this
+    -- one); --nproc's ranks run under this process's lock. Holding it, whatever *.tmp-<pid>
+    -- files are there were left by interrupted writers.
+    fs.lock_workdir(opts.workdir)
+    local leftovers = fs.remove_tmp_leftovers(opts.workdir)
+    if #leftovers > 0 then
+      log.note("Removed what an interrupted run left in %s: %s", opts.workdir,
+               table.concat(leftovers, ", "))
+    end
     saved_to = opts.workdir:gsub("/+$", "") .. "/config.json"
     keep_changed_config(fs, opts.workdir, saved_to, text)
     fs.write_file(saved_to, text)
@@ -248,6 +267,7 @@ function M.main(argv)
   -- per run, on rank 0, while the other ranks wait; before anything reads data.
   if (run.rank or 0) == 0 then config.prepare(opts.config, cfg) end
   if run.group then run.group:barrier() end
+  if not run.group then utils.stopped_before_start("while the run was set up") end
   -- --debug opens its REPL on rank 0 only: the other ranks' output goes through the launcher.
   if not opts.debug or (run.rank or 0) ~= 0 then
     trainer(cfg, opts.workdir, run)

@@ -293,7 +293,20 @@ function M.start(config, workdir, run)
   end
   state.keep_every = steps("keep_ckpt", 0)
   if state.keep_every == 0 and state.ckpt_every > 0 then state.keep_every = state.total_steps end
+  M.stopped_before_start("while the data was opened", shard:stop_requested())  -- every rank
   return state
+end
+
+-- A SIGTERM or SIGINT before the first step (`bvlua train` has its handlers from the process's
+-- start: core/signals.h): an error, so that nothing is trained or saved, and a workdir the run
+-- made is removed again (bv.commands.train). `where`: what was going on; `stop`: the signal's
+-- name (default: bv.stop_requested(), this process's).
+function M.stopped_before_start(where, stop)
+  if stop == nil then stop = bv.stop_requested() end
+  if stop then
+    error(string.format("%s received %s: stopped before the first step (nothing was trained "
+                        .. "or saved)", stop, where), 0)
+  end
 end
 
 -- Whether an input section skips bad examples: its own skip_errors, or a mixture dataset's.
@@ -523,16 +536,22 @@ local function run_eval(state, e, params, step)
   state.chrono:resume("eval")
 end
 
--- The initial evaluation, as big_vision's: at step 0, or when resuming a finished run (evals
--- with skip_first wait for the latter).
+-- The initial evaluation, as big_vision's, at step 0 (evals with skip_first skip it).
+-- Resuming a finished run (its checkpoint is at total_steps: a scheduler started it again after a
+-- kill that came after its last save) trains and evaluates nothing, and leaves the metrics file
+-- as it was: big_vision would evaluate again and log the last step a second time.
 function M.initial_evals(state, params)
   local first_step = state.first_step
-  if first_step ~= 0 and first_step ~= state.total_steps then return end
-  state.mw:step_start(first_step)
+  if first_step == state.total_steps and first_step > 0 then
+    state.mw:step_start(first_step)  -- what was measured while starting is not written
+    log.note("%s had finished: its checkpoint is at step %d, the last; nothing to train or "
+             .. "evaluate, and %s is left as it was", state.workdir, first_step, metrics.FILE_NAME)
+    return
+  end
+  if first_step ~= 0 then return end
+  state.mw:step_start(0)
   for _, e in ipairs(state.evals) do
-    if not e.skip_first or first_step == state.total_steps then
-      run_eval(state, e, params, first_step)
-    end
+    if not e.skip_first then run_eval(state, e, params, 0) end
   end
   state.mw:step_end()
 end
@@ -700,10 +719,18 @@ function M.end_of_step(state, step, params, loss)
     M.check_finite(state, step, {"training_loss", loss:item()})
   end
   if not stop then
+    local evaluated = false
     for _, e in ipairs(state.evals) do
       if chrono.itstime(step, e.log_steps or 0, state.total_steps, {first = false}) then
         run_eval(state, e, params, step)
+        evaluated = true
       end
+    end
+    -- A stop asked for while they ran (the final evaluations included) stops at this step.
+    if evaluated then stop = state.shard:stop_requested() end
+    if stop and not save then
+      save = true
+      if state.last_checked < step then M.check_finite(state, step, {"training_loss", loss:item()}) end
     end
   end
   state.mw:step_end()
