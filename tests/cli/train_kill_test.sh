@@ -7,9 +7,11 @@
 # directory appears (tensors being written), when the manifest is in it (just before the rename),
 # or when it is gone (renamed; LAST and retention under way). After each kill the next run must
 # resume from the newest checkpoint on disk (whether or not LAST had been updated) and the
-# metrics file must hold no step twice once it is resumed. At the end: the final tensors are
-# byte-identical to the uninterrupted run's, the metrics file has every step 0..30 exactly once,
-# and its training_loss values are those of the uninterrupted run, bit for bit.
+# metrics file must hold no step twice once it is resumed. Then one run is killed during its final
+# evaluation and one right after its last checkpoint is in place (during the old one's deletion),
+# and the finished run is started once more. At the end: the final tensors are byte-identical to
+# the uninterrupted run's, the metrics file has every step 0..30 exactly once, and its
+# training_loss values are those of the uninterrupted run, bit for bit.
 # Usage: train_kill_test.sh path/to/bvlua
 set -u
 BVLUA=${1:?usage: train_kill_test.sh path/to/bvlua}
@@ -29,15 +31,34 @@ for i = 1, 24 do
 end
 bv.fs.write_file('$TMP/train.jsonl', table.concat(lines, '\n'))" || fail "making data"
 
+# An evaluation at the last step only; SLOW_EVAL=1 makes each of its examples take 0.3 s (a
+# window for the kill during the final evaluation).
 cat >"$TMP/cfg.lua" <<LUA
+local slow = os.getenv("SLOW_EVAL") == "1"
+local labels = 'onehot(100000, key="label", key_result="labels")|keep("image", "labels")'
 return {
-  seed = 0, total_steps = $TOTAL, num_classes = 100000, loss = "softmax_xent",
-  input = {data = {name = "bv:jsonl", fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}},
-           batch_size = 4, shuffle_buffer_size = 8,
-           pp = 'decode|flip_lr|value_range(-1, 1)|onehot(100000, key="label", key_result="labels")|keep("image", "labels")'},
-  model_name = "vit", model = {variant = "mu/4", depth = 1},
-  optax_name = "scale_by_adam", lr = 0.001, schedule = {decay_type = "cosine", warmup_steps = 3},
-  log_training_steps = 1, ckpt_steps = 1,
+  register_pp_ops = function()
+    bv.pp.register("slow_if_asked", function()
+      return function(data)
+        local t = os.clock()
+        while slow and os.clock() - t < 0.3 do end
+        return data
+      end
+    end, "slow_if_asked(): 0.3 s per example when SLOW_EVAL=1 (train_kill_test.sh)")
+  end,
+  get_config = function() return {
+    seed = 0, total_steps = $TOTAL, num_classes = 100000, loss = "softmax_xent",
+    input = {data = {name = "bv:jsonl", fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}},
+             batch_size = 4, shuffle_buffer_size = 8,
+             pp = 'decode|flip_lr|value_range(-1, 1)|' .. labels},
+    model_name = "vit", model = {variant = "mu/4", depth = 1},
+    optax_name = "scale_by_adam", lr = 0.001, schedule = {decay_type = "cosine", warmup_steps = 3},
+    log_training_steps = 1, ckpt_steps = 1,
+    evals = {val = {type = "classification", loss_name = "softmax_xent", skip_first = true,
+                    log_steps = $TOTAL, batch_size = 4,
+                    data = {name = "bv:jsonl", fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}},
+                    pp = 'slow_if_asked|decode|value_range(-1, 1)|' .. labels}},
+  } end,
 }
 LUA
 
@@ -123,15 +144,48 @@ for i in $(seq 1 "$KILLS"); do
 done
 inside=$((before_rename + before_last))
 
+# Two kills at the end of the run: during the final evaluation (its step's line and checkpoint
+# not written yet), then right after the last checkpoint is in place (LAST, the old checkpoint's
+# deletion and the run's end under way).
+SLOW_EVAL=1 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/eval_kill.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+  grep -q "val evaluation" "$TMP/eval_kill.out" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.05
+done
+kill -KILL "$pid" 2>/dev/null
+{ wait "$pid"; rc=$?; } 2>/dev/null
+[ "$rc" -eq 137 ] || { cat "$TMP/eval_kill.out"; fail "the run to kill in its final evaluation ended with $rc"; }
+[ ! -d "$W/$(printf 'ckpt-%09d' "$TOTAL")" ] || fail "killed in the final evaluation, yet the last checkpoint exists"
+echo "kill in the final evaluation: newest checkpoint $(newest_ckpt)"
+"$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/last_kill.out" 2>&1 &
+pid=$!
+watch_for "$W/$(printf 'ckpt-%09d' "$TOTAL")" there
+kill -KILL "$pid" 2>/dev/null
+{ wait "$pid"; rc=$?; } 2>/dev/null
+if [ "$rc" -eq 137 ]; then
+  deleting=$(compgen -G "$W/ckpt-*.tmp-$pid.*" >/dev/null && echo ", inside the old checkpoint's deletion")
+  echo "kill after the last checkpoint$deleting: LAST $(cat "$W/LAST")"
+else
+  echo "the run to kill after its last checkpoint ended first (rc $rc)"
+fi
+expect_resume=$(printf 'ckpt-%09d' "$TOTAL")
+
+# Started again, the finished run trains and evaluates nothing and adds no line.
 train "$W" >"$TMP/final.out" 2>&1 || { cat "$TMP/final.out"; fail "the final run failed"; }
 grep -q "^NOTE: Resumed from .*$expect_resume at step" "$TMP/final.out" ||
   { cat "$TMP/final.out"; fail "the final run did not resume from $expect_resume"; }
+grep -q "had finished" "$TMP/final.out" || { cat "$TMP/final.out"; fail "the final run did not say the run had finished"; }
 interrupted=$((SECONDS - start))
 train "$TMP/ref" >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "the reference run failed"; }
 
 # Bit-identical parameters and optimizer state.
 last_dir=$(printf 'ckpt-%09d' "$TOTAL")
-[ "$(cat "$W/LAST")" = "$last_dir" ] || fail "LAST is $(cat "$W/LAST"), not $last_dir"
+# (The kill after the last checkpoint may have come before LAST named it: the finished run,
+# started again, writes nothing, and its loader said it took the newer checkpoint.)
+[ "$(cat "$W/LAST")" = "$last_dir" ] || grep -q "$last_dir is newer and valid" "$TMP/final.out" ||
+  fail "LAST is $(cat "$W/LAST"), not $last_dir"
 cmp "$W/$last_dir/tensors.safetensors" "$TMP/ref/$last_dir/tensors.safetensors" ||
   fail "the final tensors differ from the uninterrupted run's"
 
