@@ -121,6 +121,19 @@ T.test("appends to an existing file; close writes pending measurements once", fu
   T.eq(lines_of(dir0 .. "/big_vision_metrics.txt"), {'{"step": 0, "val/prec@1": 0.5}'})
 end)
 
+T.test("a failed write is an error naming the step and the reason, never a silent gap", function()
+  -- /dev/full fails every write with ENOSPC, as a full disk does.
+  local dir = fresh_dir("full")
+  T.eq(os.execute("ln -s /dev/full '" .. dir .. "/big_vision_metrics.txt'"), true)
+  local _, print_fn = capture()
+  local mw = metrics.writer(dir, {print = print_fn})
+  mw:step_start(7)
+  mw:measure("a", 1)
+  local msg = T.raises(function() mw:step_end() end,
+                       "cannot write step 7's line to " .. dir .. "/big_vision_metrics.txt")
+  T.truthy(msg:find("No space left on device", 1, true), msg)
+end)
+
 T.test("disabled writers (other processes) log but write nothing", function()
   local dir = fresh_dir("disabled")
   local logged, print_fn = capture()
