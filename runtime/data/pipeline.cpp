@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/signals.h"
 #include "core/tensor_util.h"
 
 namespace bv::data {
@@ -105,6 +106,11 @@ Pipeline::Pipeline(ItemStream stream, WorkerFactory factory, PipelineOptions opt
   BV_CHECK(opts_.workers >= 1, "data: need at least one worker, got ", opts_.workers);
   Item item;
   for (uint64_t i = 0; i < skip; ++i) {
+    // A stop request (SIGTERM, SIGINT) ends a long skip: checked every 65536 items (microseconds).
+    if ((i & 0xffff) == 0xffff && stop_requested()) {
+      fail("stopped (", stop_signal_name(), ") while skipping to data position ", skip, " (at ", i,
+           ")");
+    }
     if (!stream_.next(&item)) {
       end_seq_ = i;
       next_seq_ = consumed_ = i;
