@@ -33,8 +33,9 @@ constexpr const char* kTensorsFile = "tensors.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kManifestCrcFile = "manifest.crc32";
 constexpr const char* kLastFile = "LAST";
-// The manifest holds the caller's state (data position, rng, ...): small, but not tiny.
-constexpr uint64_t kMaxManifestBytes = uint64_t(256) << 20;
+// Bounds of the trainers' state keys (checkpoint.h): exact in a double, as bv.json reads numbers.
+constexpr int64_t kMaxPosition = int64_t(1) << 53;
+constexpr int64_t kMaxWorld = int64_t(1) << 31;
 
 std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
@@ -142,17 +143,25 @@ void publish(const std::string& tmp, const std::string& final_dir) {
   std::string aside = final_dir + pid_suffix() + ".old";
   BV_CHECK(::rename(final_dir.c_str(), aside.c_str()) == 0, "cannot move '", final_dir,
            "' aside: ", std::strerror(errno));
-  BV_CHECK(::rename(tmp.c_str(), final_dir.c_str()) == 0, "cannot rename '", tmp, "' to '",
-           final_dir, "': ", std::strerror(errno));
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+    int err = errno;
+    ::rename(aside.c_str(), final_dir.c_str());  // the old one back under its name
+    fail("cannot rename '", tmp, "' to '", final_dir, "': ", std::strerror(err));
+  }
   std::error_code ec;
   stdfs::remove_all(aside, ec);
 }
 
-std::optional<json> read_manifest_json(const std::string& dir) {
+// An older checkpoint's manifest, for retention (bounded as the loader bounds it): nullopt when
+// there is none or it cannot be read or parsed, the latter with a warning naming it.
+std::optional<json> read_manifest_json(const std::string& dir, std::vector<std::string>& warnings) {
+  std::string path = join(dir, kManifestFile);
   try {
-    std::string path = join(dir, kManifestFile);
-    return parse_json(fs::read_file(path), path);
-  } catch (const std::exception&) {
+    std::optional<std::string> text = read_checkpoint_file(path, kMaxManifestBytes);
+    if (!text) return std::nullopt;
+    return parse_json(*text, path);
+  } catch (const std::exception& e) {
+    warnings.push_back("left checkpoint '" + dir + "' in place: " + e.what());
     return std::nullopt;
   }
 }
@@ -167,7 +176,7 @@ void apply_retention(const std::string& workdir, int64_t saved_step,
     std::string name = entry.path().filename().string();
     auto step = parse_dir_name(name);
     if (!step || *step == saved_step || !entry.is_directory(ec)) continue;
-    auto manifest = read_manifest_json(entry.path().string());
+    auto manifest = read_manifest_json(entry.path().string(), warnings);
     // An unreadable manifest is left alone: it may be a kept checkpoint someone can repair.
     if (!manifest || !manifest->is_object() || !manifest->contains("keep")) continue;
     const json& keep = (*manifest)["keep"];
@@ -178,6 +187,50 @@ void apply_retention(const std::string& workdir, int64_t saved_step,
 
 [[noreturn]] void bad(const std::string& dir, const std::string& what) {
   fail("checkpoint '", dir, "': ", what);
+}
+
+// state.<key>, when present, as a whole number in [lo, hi); an error naming it otherwise.
+void check_whole(const json& state, const char* key, int64_t lo, int64_t hi, const char* hi_text,
+                 const std::string& dir) {
+  if (!state.contains(key)) return;
+  const json& v = state[key];
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    uint64_t x = v.get<uint64_t>();
+    ok = x >= static_cast<uint64_t>(lo) && x < static_cast<uint64_t>(hi);
+  } else if (v.is_number_integer()) {
+    ok = v.get<int64_t>() >= lo && v.get<int64_t>() < hi;
+  }
+  if (!ok) {
+    bad(dir, str("manifest.json: state.", key, " is ", v.dump().substr(0, 64),
+                 ", not a whole number in [", lo, ", ", hi_text, ")"));
+  }
+}
+
+// state.chrono.<key>, when present, as a number in [0, hi).
+void check_amount(const json& chrono, const char* key, double hi, const std::string& dir) {
+  if (!chrono.contains(key)) return;
+  const json& v = chrono[key];
+  if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() < hi)) {
+    bad(dir, str("manifest.json: state.chrono.", key, " is ", v.dump().substr(0, 64),
+                 ", not a number >= 0", hi < HUGE_VAL ? " below 2^53" : ""));
+  }
+}
+
+// The ranges of the trainers' state keys (checkpoint.h): the CRC does not stop an edit, and a
+// resume must not skip 2^64 examples because of one.
+void check_state(const json& state, const std::string& dir) {
+  if (!state.is_object()) return;  // a caller's own state: its own business
+  check_whole(state, "data_position", 0, kMaxPosition, "2^53", dir);
+  check_whole(state, "world", 1, kMaxWorld, "2^31", dir);
+  if (!state.contains("chrono")) return;
+  const json& chrono = state["chrono"];
+  if (!chrono.is_object()) bad(dir, "manifest.json: state.chrono is not an object");
+  for (const char* key :
+       {"accum_program_time", "accum_train_time", "accum_pause_time", "accum_eval_time"}) {
+    check_amount(chrono, key, HUGE_VAL, dir);
+  }
+  check_amount(chrono, "accum_examples_seen", static_cast<double>(kMaxPosition), dir);
 }
 
 // The manifest's fields, checked; json::exception for a wrong type anywhere.
@@ -196,6 +249,7 @@ void read_manifest_fields(const json& manifest, const std::string& dir, LoadedCh
   json step = manifest.value("step", json());
   if (!step.is_number_integer()) bad(dir, "manifest.json has no integer step");
   out.step = step.get<int64_t>();
+  if (out.step < 0) bad(dir, str("manifest.json: step ", out.step, " is negative"));
   auto dir_step = parse_dir_name(stdfs::path(dir).filename().string());
   if (dir_step && *dir_step != out.step) {
     bad(dir, str("manifest step ", out.step, " does not match the directory name"));
@@ -213,10 +267,66 @@ void read_manifest_fields(const json& manifest, const std::string& dir, LoadedCh
   if (!manifest.contains("state")) {
     bad(dir, "manifest.json has no \"state\" (data position, rng, ...) to resume from");
   }
+  check_state(manifest["state"], dir);
   out.state_json = manifest["state"].dump();
 }
 
+// A note for the error of a save that failed before publishing: what a resume has instead.
+std::string previous_checkpoint_note(const std::string& workdir) {
+  std::vector<int64_t> steps = list_checkpoints(workdir);
+  if (steps.empty()) return "there is no earlier checkpoint in '" + workdir + "' yet";
+  return "the previous checkpoint, '" + join(workdir, checkpoint_dir_name(steps.back())) +
+         "' (step " + std::to_string(steps.back()) + "), is intact";
+}
+
+// The error of a failed save (the cause first), once its tmp directory is gone or not.
+[[noreturn]] void save_failed(const std::string& workdir, int64_t step, const std::string& tmp,
+                              bool published, const std::string& cause) {
+  std::string final_dir = join(workdir, checkpoint_dir_name(step));
+  if (published) {
+    fail("checkpoint step ", step, " is in place as '", final_dir, "', but ", cause,
+         " (it may not survive a power cut)");
+  }
+  std::error_code ec;
+  stdfs::remove_all(tmp, ec);
+  std::string removed = ec ? "its partial directory '" + tmp + "' could not be removed (" +
+                                 ec.message() + "; the loader ignores it)"
+                           : "nothing of it is left";
+  fail("cannot save checkpoint step ", step, " in '", workdir, "': ", cause, "; ", removed,
+       ", and ", previous_checkpoint_note(workdir));
+}
+
 }  // namespace
+
+std::optional<std::string> read_checkpoint_file(const std::string& path, uint64_t limit) {
+  // O_NONBLOCK: a FIFO under a checkpoint file's name is refused below, not waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && errno == ENOENT) return std::nullopt;
+  BV_CHECK(fd >= 0, "cannot read '", path, "': ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  BV_CHECK(::fstat(fd, &st) == 0, "cannot read '", path, "': ", std::strerror(errno));
+  BV_CHECK(!S_ISDIR(st.st_mode), "'", path, "' is a directory, not a file");
+  BV_CHECK(S_ISREG(st.st_mode), "'", path, "' is not a regular file (a FIFO, a device, ...)");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  BV_CHECK(size <= limit, "'", path, "' is ", size, " bytes, over the limit of ", limit,
+           " bytes for this file: not read");
+  std::string text(static_cast<size_t>(size) + 1, '\0');  // one more: a file that grew shows
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    BV_CHECK(n >= 0, "cannot read '", path, "': ", std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  BV_CHECK(got <= size, "'", path, "' changed while it was read (", size, " bytes, then more)");
+  text.resize(got);
+  return text;
+}
 
 std::string checkpoint_dir_name(int64_t step) {
   BV_CHECK(step >= 0, "checkpoint step must be >= 0, got ", step);
@@ -236,15 +346,15 @@ std::vector<std::string> save_checkpoint(
   json state = parse_json(state_json,
                           str("save_checkpoint step ", step, ": the state is not valid JSON"),
                           kMaxJsonDepth - 1);
-  fs::mkdirs(workdir);
-  remove_stale_tmp(workdir, warnings);
-
   std::string final_dir = join(workdir, name);
   std::string tmp = final_dir + pid_suffix();
-  std::error_code ec;
-  stdfs::remove_all(tmp, ec);
-  BV_CHECK(::mkdir(tmp.c_str(), 0755) == 0, "cannot create '", tmp, "': ", std::strerror(errno));
+  bool published = false;
   try {
+    fs::mkdirs(workdir);
+    remove_stale_tmp(workdir, warnings);
+    std::error_code ec;
+    stdfs::remove_all(tmp, ec);
+    BV_CHECK(::mkdir(tmp.c_str(), 0755) == 0, "cannot create '", tmp, "': ", std::strerror(errno));
     FileDigest digest = save_safetensors_digest(
         join(tmp, kTensorsFile), tensors, {{"format", kFormat}, {"step", std::to_string(step)}});
     json manifest = {
@@ -266,12 +376,20 @@ std::vector<std::string> save_checkpoint(
     write_file_durable(join(tmp, kManifestFile), text);
     write_file_durable(join(tmp, kManifestCrcFile), crc_hex(crc_of(text)) + "\n");
     publish(tmp, final_dir);
+    published = true;
     sync_dir(workdir);
+  } catch (const std::exception& e) {
+    save_failed(workdir, step, tmp, published, e.what());
   } catch (...) {
-    stdfs::remove_all(tmp, ec);
-    throw;
+    save_failed(workdir, step, tmp, published, "an unknown error");
   }
-  write_file_durable(join(workdir, kLastFile), name + "\n");
+  try {
+    write_file_durable(join(workdir, kLastFile), name + "\n");
+  } catch (const std::exception& e) {
+    fail("checkpoint step ", step, " is in place as '", final_dir, "', but LAST could not be ",
+         "updated (", e.what(),
+         "): a resume takes it all the same, as the newest valid checkpoint");
+  }
   apply_retention(workdir, step, warnings);
   return warnings;
 }
@@ -279,7 +397,7 @@ std::vector<std::string> save_checkpoint(
 // The size and CRC-32 of a whole file, read in 8 MiB slices (nothing kept).
 FileDigest digest_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  BV_CHECK(in, "cannot read '", path, "'");
+  BV_CHECK(in, "cannot read '", path, "': ", std::strerror(errno));
   std::vector<char> buf(size_t(8) << 20);
   FileDigest d;
   uLong crc = crc32_z(0L, Z_NULL, 0);
@@ -295,14 +413,19 @@ FileDigest digest_file(const std::string& path) {
   return d;
 }
 
-LoadedCheckpoint load_checkpoint_dir(const std::string& dir, bool with_tensors) {
-  std::string manifest_path = join(dir, kManifestFile);
-  struct stat st;
-  if (::stat(manifest_path.c_str(), &st) != 0) bad(dir, "no manifest.json (incomplete save?)");
-  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
-    bad(dir, str("manifest.json is ", st.st_size, " bytes, over the limit"));
+// One of a checkpoint's files (read_checkpoint_file), its errors naming the checkpoint too.
+std::optional<std::string> read_in(const std::string& dir, const char* name, uint64_t limit) {
+  try {
+    return read_checkpoint_file(join(dir, name), limit);
+  } catch (const Error& e) {
+    bad(dir, e.what());
   }
-  std::string text = fs::read_file(manifest_path);
+}
+
+LoadedCheckpoint load_checkpoint_dir(const std::string& dir, bool with_tensors) {
+  std::optional<std::string> manifest_text = read_in(dir, kManifestFile, kMaxManifestBytes);
+  if (!manifest_text) bad(dir, "no manifest.json (incomplete save?)");
+  const std::string& text = *manifest_text;
   json manifest;
   try {
     manifest = parse_json(text, "manifest.json is not valid JSON");
@@ -311,10 +434,10 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& dir, bool with_tensors) 
   }
   // manifest.crc32: required from version 2 on, and checked whenever it is there (so that a
   // manifest edited down to "version": 1 is caught too).
-  std::string crc_path = join(dir, kManifestCrcFile);
-  bool has_crc = fs::exists(crc_path);
+  std::optional<std::string> crc_text = read_in(dir, kManifestCrcFile, kMaxNameFileBytes);
+  bool has_crc = crc_text.has_value();
   if (has_crc) {
-    std::string recorded = fs::read_file(crc_path);
+    std::string recorded = *crc_text;
     size_t end = recorded.find_last_not_of(" \t\r\n");
     recorded = end == std::string::npos ? "" : recorded.substr(0, end + 1);
     std::string actual = crc_hex(crc_of(text));
@@ -341,7 +464,11 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& dir, bool with_tensors) 
                   "checksum and was loaded unverified";
   }
   std::string tensors_path = join(dir, kTensorsFile);
-  if (::stat(tensors_path.c_str(), &st) != 0) bad(dir, "tensors.safetensors is missing");
+  struct stat st;
+  if (::stat(tensors_path.c_str(), &st) != 0) {
+    if (errno == ENOENT) bad(dir, "tensors.safetensors is missing");
+    bad(dir, str("cannot read '", tensors_path, "': ", std::strerror(errno)));
+  }
   if (static_cast<uint64_t>(st.st_size) != want_bytes) {
     bad(dir, str("tensors.safetensors is ", st.st_size, " bytes, the manifest says ", want_bytes));
   }
@@ -383,17 +510,28 @@ void sync_file(const std::string& path) {
 
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& workdir,
                                                        bool with_tensors) {
-  if (!fs::is_dir(workdir)) return std::nullopt;
+  struct stat st;
+  if (::stat(workdir.c_str(), &st) != 0) {
+    // A workdir that cannot be looked at is not an empty one: the run must not start over.
+    BV_CHECK(errno == ENOENT, "cannot read the checkpoints of '", workdir,
+             "': ", std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!S_ISDIR(st.st_mode)) return std::nullopt;
+  std::vector<std::string> names = fs::list_dir(workdir);  // fails naming it when unreadable
   // What LAST says: a checkpoint name, or a problem with LAST itself.
   std::string last_name, last_problem;
-  bool has_last = fs::exists(join(workdir, kLastFile));
+  bool has_last = true;
+  std::string text;
+  try {
+    std::optional<std::string> last =
+        read_checkpoint_file(join(workdir, kLastFile), kMaxNameFileBytes);
+    has_last = last.has_value();
+    if (last) text = *last;
+  } catch (const Error& e) {
+    last_problem = e.what();
+  }
   if (has_last) {
-    std::string text;
-    try {
-      text = fs::read_file(join(workdir, kLastFile));
-    } catch (const Error& e) {
-      last_problem = e.what();
-    }
     size_t end = text.find_last_not_of(" \t\r\n");
     std::string name = end == std::string::npos ? "" : text.substr(0, end + 1);
     if (last_problem.empty() && !parse_dir_name(name)) {
@@ -405,11 +543,11 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& workdi
   // Every ckpt-* directory, newest first, and LAST's target even when it is not there (so that
   // the error below names it). Not only those with a manifest: the errors name incomplete ones.
   std::vector<std::pair<int64_t, std::string>> candidates;
-  std::error_code ec;
-  for (const auto& entry : stdfs::directory_iterator(workdir, ec)) {
-    std::string name = entry.path().filename().string();
+  for (const std::string& name : names) {
     auto step = parse_dir_name(name);
-    if (step && (name == last_name || entry.is_directory(ec))) candidates.emplace_back(*step, name);
+    if (step && (name == last_name || fs::is_dir(join(workdir, name)))) {
+      candidates.emplace_back(*step, name);
+    }
   }
   if (!last_name.empty() && std::none_of(candidates.begin(), candidates.end(),
                                          [&](const auto& c) { return c.second == last_name; })) {

@@ -18,16 +18,32 @@
 // verified; a version-1 directory that has a manifest.crc32 all the same is verified by it.
 //
 // Verification, in load_checkpoint_dir: manifest.json's size (at most 256 MiB) and nesting, its
-// CRC-32 against manifest.crc32 (version 2), format, version, an integer step that matches the
-// directory name, the "state" (required), and the tensors file's size and CRC-32 against the
-// manifest's. Any failure is a bv::Error naming the directory and what failed.
+// CRC-32 against manifest.crc32 (version 2), format, version, an integer step >= 0 that matches
+// the directory name, the "state" (required), the ranges of the trainers' state keys (below),
+// and the tensors file's size and CRC-32 against the manifest's. Any failure is a bv::Error
+// naming the directory and what failed. A file that is there but cannot be read (permissions,
+// I/O) is reported as unreadable with the system's reason, never as missing.
+//
+// manifest.crc32 detects accidents (a torn write, a flipped bit, an editor that saved half a
+// file), not tampering: a CRC is no signature, and anyone can edit the manifest and recompute it.
+// So the state is range-checked as well: where the trainers' keys are present, data_position is
+// an integer in [0, 2^53) (a resume skips that many examples), world an integer in [1, 2^31),
+// and chrono's accumulators numbers >= 0 (accum_examples_seen below 2^53 too). A bad value is a
+// failed checkpoint naming the key and manifest.json.
+//
+// Every reader of a checkpoint's files (the loader, retention, ckpt/index.h) bounds what it reads
+// whole: manifest.json to kMaxManifestBytes, LAST and manifest.crc32 to kMaxNameFileBytes; a
+// larger file is an error (or a warning) naming it and the limit, and is never read.
 //
 // Save writes ckpt-<step>.tmp-<pid>/, fsyncs its files and the directory, renames it into place
 // (atomically swapping out an existing same-step directory), fsyncs WORKDIR, then replaces LAST
 // through a temporary file (fsync + rename + fsync). A process killed at any moment leaves the
 // previous checkpoint and LAST intact; its *.tmp-<pid> leftovers are ignored by the loader and
 // removed by the next save once that pid is gone. A kill between the rename and LAST's update
-// leaves LAST naming the previous checkpoint: the loader takes the newer one (below).
+// leaves LAST naming the previous checkpoint: the loader takes the newer one (below). A save
+// that fails (a full disk: any failed write, sync or rename) removes its tmp directory and
+// throws an error that says so and names the previous checkpoint, intact, or says there is none
+// yet; one that fails only to replace LAST says the new checkpoint is in place all the same.
 //
 // Choosing the checkpoint to resume from (load_latest_checkpoint): the newest valid one. LAST is
 // checked against it: LAST missing, unreadable, naming a broken directory, or naming an older
@@ -40,8 +56,9 @@
 // successful save, every other checkpoint whose manifest says keep=false is deleted: the earlier
 // ones, and later ones left behind when a run resumed from an earlier step (they failed
 // verification, or the run would have resumed from them; a later one that turned valid again
-// would otherwise win over the run's newer history). Directories whose manifest cannot be read
-// are left alone.
+// would otherwise win over the run's newer history). Directories without a manifest are left
+// alone; so are those whose manifest cannot be read, parsed or is over the limit, each named in
+// a returned warning.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -53,6 +70,15 @@
 #include <vector>
 
 namespace bv::ckpt {
+
+// What a reader of a checkpoint's files reads whole, at most (see the top of this file).
+inline constexpr uint64_t kMaxManifestBytes = uint64_t(256) << 20;  // manifest.json
+inline constexpr uint64_t kMaxNameFileBytes = 4096;                 // LAST, manifest.crc32
+
+// A checkpoint's file read whole: nullopt when it does not exist (ENOENT); a bv::Error naming
+// the path otherwise: unreadable (with strerror), not a regular file (a directory, a FIFO: never
+// waited on), or over `limit` bytes (then not read at all).
+std::optional<std::string> read_checkpoint_file(const std::string& path, uint64_t limit);
 
 struct LoadedCheckpoint {
   int64_t step = 0;
@@ -81,7 +107,8 @@ std::vector<std::string> save_checkpoint(
 // The newest ckpt-* directory that passes verification (see the top of this file), with
 // `warning` saying what was skipped and where LAST disagrees. nullopt when WORKDIR holds no
 // checkpoint at all (no LAST, no ckpt-* directory); an error naming each failure when it holds
-// some but none is valid.
+// some but none is valid, and an error when WORKDIR is there but cannot be read or listed (never
+// taken for an empty one: a run would start over).
 // with_tensors = false verifies the same (the tensors file is read once, in slices, for its
 // checksum) but leaves `tensors` empty: a resume then reads its tensors one at a time
 // (ckpt/index.h), so that no rank ever holds the whole checkpoint in host memory.

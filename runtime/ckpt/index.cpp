@@ -54,10 +54,14 @@ std::string sniff_format(const std::string& path) {
   fail("checkpoint '", path, "' is neither an npz (zip) nor a safetensors file");
 }
 
-// A training checkpoint's step from its manifest; -1 when the manifest does not say.
+// A training checkpoint's step from its manifest; -1 when the manifest does not say (or is
+// missing, unreadable or over the loader's limit: the tensors can be looked at all the same).
 int64_t manifest_step(const std::string& dir) {
   try {
-    auto manifest = parse_json(fs::read_file(join(dir, kManifestFile)), join(dir, kManifestFile));
+    std::string path = join(dir, kManifestFile);
+    std::optional<std::string> text = read_checkpoint_file(path, kMaxManifestBytes);
+    if (!text) return -1;
+    auto manifest = parse_json(*text, path);
     if (manifest.is_object() && manifest.contains("step") && manifest["step"].is_number_integer())
       return manifest["step"].get<int64_t>();
   } catch (const std::exception&) {
@@ -132,8 +136,10 @@ std::string latest_checkpoint_dir(const std::string& workdir) {
   auto usable = [&](const std::string& name) {
     return fs::exists(join(join(workdir, name), kTensorsFile));
   };
-  if (fs::exists(join(workdir, "LAST"))) {
-    std::string last = trim(fs::read_file(join(workdir, "LAST")));
+  // LAST bounded as the loader bounds it: a huge one is an error naming it, never read.
+  if (std::optional<std::string> text =
+          read_checkpoint_file(join(workdir, "LAST"), kMaxNameFileBytes)) {
+    std::string last = trim(*text);
     for (int64_t s : steps)
       if (checkpoint_dir_name(s) == last && usable(last)) return join(workdir, last);
   }
