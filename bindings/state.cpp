@@ -15,6 +15,7 @@
 #include "core/machine.h"
 #include "core/notes.h"
 #include "core/precision.h"
+#include "core/quote.h"
 #include "core/regex.h"
 #include "core/signals.h"
 #include "image.h"
@@ -66,6 +67,18 @@ int bv_rematch(lua_State* L) {
     lua_pushlstring(L, groups[i].data(), groups[i].size());
     lua_rawseti(L, -2, static_cast<lua_Integer>(i));
   }
+  return 1;
+}
+
+// bv.snippet(text [, max_bytes]): text as error messages quote it, at most a few hundred bytes
+// with control bytes escaped (core/quote.h); every message that quotes input goes through it.
+int bv_snippet(lua_State* L) {
+  size_t n = 0;
+  const char* s = luaL_checklstring(L, 1, &n);
+  lua_Integer max = luaL_optinteger(L, 2, static_cast<lua_Integer>(kSnippetBytes));
+  luaL_argcheck(L, max > 0, 2, "max_bytes must be positive");
+  std::string out = snippet(std::string_view(s, n), static_cast<size_t>(max));
+  lua_pushlstring(L, out.data(), out.size());
   return 1;
 }
 
@@ -299,6 +312,7 @@ int open_native(lua_State* L) {
       BV_FN("_test_device", bv_test_device),
       BV_FN("cuda_available", bv_cuda_available),
       BV_FN("clock", bv_clock),
+      BV_FN("snippet", bv_snippet),
       BV_FN("fullmatch", bv_fullmatch),
       BV_FN("rematch", bv_rematch),
       BV_FN("handle_stop_signals", bv_handle_stop_signals),

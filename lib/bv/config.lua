@@ -126,7 +126,8 @@ local function convert(entry, text)
   end
   if v == nil then
     local want = ({bool = "true or false", int = "an int", float = "a float"})[kind]
-    error(string.format('parse_arg: key "%s" expects %s, got "%s"', name, want, text), 3)
+    error(string.format('parse_arg: key "%s" expects %s, got "%s"', name, want,
+                        bv.snippet(text)), 3)
   end
   return v
 end
@@ -167,7 +168,7 @@ function M.parse_arg(arg, spec, opts)
       arg = first .. "=" .. arg
     else
       error(string.format('parse_arg: cannot tell which key "%s" is for (the spec has several '
-        .. 'keys and no order); write key=value', arg), 2)
+        .. 'keys and no order); write key=value', bv.snippet(arg)), 2)
     end
   end
   local given, order = {}, {}
@@ -197,7 +198,8 @@ function M.parse_arg(arg, spec, opts)
       quoted[i] = string.format('"%s"%s', k, require("bv.suggest").did_you_mean(k, known))
     end
     error(string.format("parse_arg: Unhandled config args remain: %s (known keys: %s)",
-      table.concat(quoted, ", "), #known > 0 and table.concat(known, ", ") or "none"), 2)
+      bv.snippet(table.concat(quoted, ", ")), #known > 0 and table.concat(known, ", ") or "none"),
+      2)
   end
   for _, k in ipairs(left) do out[k] = auto_type(given[k]) end
   return out
@@ -384,7 +386,7 @@ local function split_key(key)
   end
   local segs = {}
   for seg in (key .. "."):gmatch("([^.]*)%.") do
-    if seg == "" then error('config: empty segment in key "' .. key .. '"', 3) end
+    if seg == "" then error('config: empty segment in key "' .. bv.snippet(key) .. '"', 3) end
     segs[#segs + 1] = seg
   end
   return segs
@@ -436,9 +438,8 @@ local function coerce_table(text, flag)
   end
   if ok and type(v) == "table" then return v end
   local why = ok and ("it reads as a " .. (v == nil and "None/nil" or type(v))) or v
-  local shown = #text > 200 and (text:sub(1, 200) .. "...") or text
   error(string.format('%s: expected a table (a Python or Lua literal such as [1, 2] or '
-    .. "{'a': 1}), got \"%s\" (%s)", flag, shown, why), 0)
+    .. "{'a': 1}), got \"%s\" (%s)", flag, bv.snippet(text), why), 0)
 end
 
 local function coerce(cur, text, flag)
@@ -456,7 +457,9 @@ local function coerce(cur, text, flag)
   else
     error(string.format("%s: cannot override a %s value", flag, type(cur)), 0)
   end
-  if v == nil then error(string.format('%s: expected %s, got "%s"', flag, want, text), 0) end
+  if v == nil then
+    error(string.format('%s: expected %s, got "%s"', flag, want, bv.snippet(text)), 0)
+  end
   return v
 end
 
@@ -480,7 +483,8 @@ local function coerce_declared(types, text, flag)
     elseif t == "string" then v = text end
     if v ~= nil then return v end
   end
-  error(string.format('%s: expected %s, got "%s"', flag, table.concat(wants, " or "), text), 0)
+  error(string.format('%s: expected %s, got "%s"', flag, table.concat(wants, " or "),
+                      bv.snippet(text)), 0)
 end
 
 -- big_vision lets one of PREFIX_steps/_examples/_epochs/_percent be set: setting one removes
@@ -514,7 +518,7 @@ local function override_declared(cfg, segs, i, text, flag)
       why = why .. ": its value is null and no component declares its type; give it a default "
         .. "in the config"
     end
-    error(string.format('unknown config key "%s" (%s)%s', path, flag, why), 0)
+    error(string.format('unknown config key "%s" (%s)%s', bv.snippet(path), flag, why), 0)
   end
   local value = text == "None" and null or coerce_declared(decl.type, text, flag)
   -- The tables on the way may be missing or None: they become tables.
@@ -540,7 +544,7 @@ end
 -- "None" sets bv.null (None). Returns the new value and, when setting one of big_vision's
 -- durations (total_steps, ...) removed another (total_epochs, ...), a note saying so.
 function M.override(cfg, key, text)
-  local flag = "--config." .. tostring(key)
+  local flag = "--config." .. bv.snippet(tostring(key))
   if type(text) ~= "string" then
     error(string.format("%s: expected the value as a string, got %s", flag, type(text)), 2)
   end
@@ -558,7 +562,7 @@ function M.override(cfg, key, text)
     end
     if type(v) ~= "table" then
       error(string.format('unknown config key "%s" (%s): "%s" is a %s, not a table',
-        key, flag, so_far, type(v)), 0)
+        bv.snippet(key), flag, bv.snippet(so_far), type(v)), 0)
     end
     t = v
   end

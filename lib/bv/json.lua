@@ -255,7 +255,8 @@ function decode_value(s, pos)
   local word = s:match("^%a+", pos)
   if word and WORDS[word] ~= nil then return WORDS[word], pos + #word end
   if c == "" then dfail(s, pos, "unexpected end of input") end
-  dfail(s, pos, "unexpected " .. (word and ("'" .. word .. "'") or ("character '" .. c .. "'")))
+  dfail(s, pos, "unexpected " .. (word and ("'" .. bv.snippet(word) .. "'")
+                                  or ("character '" .. bv.snippet(c) .. "'")))
 end
 
 -- Decodes one JSON document. Objects and arrays become tables, null becomes bv.literal.null,

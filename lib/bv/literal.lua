@@ -28,8 +28,7 @@ local ESCAPES = {
 }
 
 local function fail(s, pos, msg)
-  local shown = #s > 200 and (s:sub(1, 200) .. "...") or s
-  error(string.format('literal: %s at position %d in "%s"', msg, pos, shown), 0)
+  error(string.format('literal: %s at position %d in "%s"', msg, pos, bv.snippet(s)), 0)
 end
 
 local function skip_ws(s, pos)
@@ -63,7 +62,7 @@ local function parse_number(s, pos)
   if s:find("^[%w_.]", after) then fail(s, pos, "malformed number") end
   local v = tonumber(text)
   if not hex and not text:find("[.eE]") and math.type(v) ~= "integer" then
-    fail(s, pos, "integer " .. text .. " does not fit in 64 bits")
+    fail(s, pos, "integer " .. bv.snippet(text) .. " does not fit in 64 bits")
   end
   return v, after
 end
@@ -220,10 +219,12 @@ function parse_value(s, pos)
   local name = s:match("^[%a_][%w_]*", pos)
   if name then
     local v = NAMES[name]
-    if v == nil then fail(s, pos, "unknown name '" .. name .. "' (strings need quotes)") end
+    if v == nil then
+      fail(s, pos, "unknown name '" .. bv.snippet(name) .. "' (strings need quotes)")
+    end
     return v, pos + #name
   end
-  fail(s, pos, "unexpected character '" .. c .. "'")
+  fail(s, pos, "unexpected character '" .. bv.snippet(c) .. "'")
 end
 
 -- Parses one literal starting at `pos` (default 1) inside a larger string, for callers such

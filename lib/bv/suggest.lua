@@ -33,11 +33,16 @@ end
 
 -- The candidate nearest to `name`, when near enough to be a typo: at most a third of the
 -- name's length away (at least 1, at most 3 edits). nil otherwise.
+-- A candidate whose length differs by more than that is not compared (the distance is at least
+-- the difference), so a name of a megabyte costs no more than reading it.
 function M.closest(name, candidates)
-  local best, best_d = nil, math.min(3, math.max(1, #chars(name) // 3))
+  local n = #chars(name)
+  local best, best_d = nil, math.min(3, math.max(1, n // 3))
   for _, c in ipairs(candidates) do
-    local d = M.distance(name, c)
-    if d <= best_d and c ~= name and (not best or d < best_d) then best, best_d = c, d end
+    if math.abs(#chars(c) - n) <= best_d then
+      local d = M.distance(name, c)
+      if d <= best_d and c ~= name and (not best or d < best_d) then best, best_d = c, d end
+    end
   end
   return best
 end

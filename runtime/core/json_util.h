@@ -14,9 +14,11 @@ namespace bv {
 inline constexpr int kMaxJsonDepth = 256;
 
 // Parses `text`; every failure is a bv::Error that starts with `where` (e.g. "data.jsonl:17"):
-// syntax errors and numbers out of range ("bad JSON: number overflow parsing '1e400'"), and
-// arrays/objects nested more than `max_depth` levels ("nested deeper than 256 levels at byte
-// N", N 1-based). A JSON value that is not an array or object is depth 0, "[1]" is depth 1.
+// syntax errors and numbers out of range ("bad JSON: number overflow parsing '1e400'"), integer
+// literals past uint64 ("key 'label': the integer 99999999999999999999 does not fit in int64";
+// nlohmann would make them floats), and arrays/objects nested more than `max_depth` levels
+// ("nested deeper than 256 levels at byte N", N 1-based). A JSON value that is not an array or
+// object is depth 0, "[1]" is depth 1. Messages quote at most a snippet of `text` (core/quote.h).
 nlohmann::json parse_json(std::string_view text, const std::string& where,
                           int max_depth = kMaxJsonDepth);
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_util.h"
+#include "core/quote.h"
 
 namespace bv::data {
 
@@ -152,14 +153,17 @@ Example parse_line(const std::string& line, const std::string& where, const Json
   Example ex;
   ex.emplace_back("id", Value::string(std::to_string(id)));
   for (const auto& [key, value] : j.items()) {
-    Value v = from_json(value, where + " key '" + key + "'");
+    Value v = from_json(value, where + " key '" + snippet(key) + "'");
     auto prefix = opts.fopen_keys.find(key);
     if (prefix != opts.fopen_keys.end()) {
       BV_CHECK(v.kind == Value::Kind::kString, where, ": fopen key '", key,
                "' must hold a file name");
+      // The file would be opened by its name up to the NUL: "x.png\u0000/../../etc/passwd".
+      BV_CHECK(v.s.find('\0') == std::string::npos, where, ": fopen key '", key,
+               "' holds a file name with a NUL byte ('", snippet(v.s), "'); file names cannot");
       bool download = std::count(opts.download_keys.begin(), opts.download_keys.end(), key) > 0;
-      BV_CHECK(!(download && is_url(v.s)), where, ": download key '", key, "' holds the URL '", v.s,
-               "'; bvlua downloads nothing: fetch the files and give local paths");
+      BV_CHECK(!(download && is_url(v.s)), where, ": download key '", key, "' holds the URL '",
+               snippet(v.s), "'; bvlua downloads nothing: fetch the files and give local paths");
       v = Value::file(join_path(prefix->second, v.s));
     }
     if (key == "id") {

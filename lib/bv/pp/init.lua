@@ -28,8 +28,8 @@ local ikok_of = setmetatable({}, {__mode = "k"})  -- factory -> InKeyOutKey defa
 
 local function skip_ws(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
 
--- A segment as error messages quote it: at most 200 characters.
-local function shown(seg) return #seg > 200 and (seg:sub(1, 200) .. "...") or seg end
+-- A segment as error messages quote it: a snippet of at most 200 bytes (bv.snippet).
+local function shown(seg) return bv.snippet(seg) end
 
 -- Returns name, positional args, keyword args. Errors say what is wrong and quote the segment.
 function M.parse_op(seg)
@@ -40,7 +40,9 @@ function M.parse_op(seg)
   pos = skip_ws(seg, after)
   local args, kwargs = {n = 0}, {}
   if pos > #seg then return name, args, kwargs end
-  if seg:sub(pos, pos) ~= "(" then fail("unexpected '" .. seg:sub(pos) .. "' after the op name") end
+  if seg:sub(pos, pos) ~= "(" then
+    fail("unexpected '" .. shown(seg:sub(pos)) .. "' after the op name")
+  end
   pos = skip_ws(seg, pos + 1)
   local nargs, seen_keyword = 0, false
   while seg:sub(pos, pos) ~= ")" do
@@ -50,7 +52,7 @@ function M.parse_op(seg)
     local ok, value, next_pos = pcall(literal.parse_at, seg, key and kafter or pos)
     if not ok then fail(tostring(value):gsub("^literal: ", "bad argument: ")) end
     if key then
-      if kwargs[key] ~= nil then fail("keyword argument '" .. key .. "' repeated") end
+      if kwargs[key] ~= nil then fail("keyword argument '" .. shown(key) .. "' repeated") end
       kwargs[key], seen_keyword = value, true
     else
       if seen_keyword then fail("positional argument follows keyword argument") end
@@ -322,7 +324,8 @@ function M.build(spec)
       if not ok then error(string.format("pp op '%s': %s", shown(segs[i]), tostring(out)), 0) end
       if out ~= nil then
         if type(out) ~= "table" then
-          error(string.format("pp op '%s' returned a %s, not an example table", segs[i], type(out)), 0)
+          error(string.format("pp op '%s' returned a %s, not an example table", shown(segs[i]),
+                              type(out)), 0)
         end
         data = out
       end

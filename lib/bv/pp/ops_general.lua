@@ -7,17 +7,25 @@ local pp = require "bv.pp"
 local ikok = pp.inkeyoutkey
 local register = pp.register
 
--- Also ops_image's (value ranges of images).
-local function as_tensor(v, what)
+-- An op's input as a tensor: numbers and lists of numbers become one. A boolean is an error
+-- naming the example's key (a JSON-L "label": true must not train as label 1). Also ops_image's
+-- (value ranges of images).
+local function as_tensor(v, what, key)
   if bv.is_tensor(v) then return v end
-  if type(v) == "number" or type(v) == "boolean" or type(v) == "table" then return bv.tensor(v) end
-  error(string.format("%s: expected a tensor or number, got a %s", what, type(v)), 0)
+  if type(v) == "number" or type(v) == "table" then return bv.tensor(v) end
+  local holder = key and string.format("%s: key '%s'", what, tostring(key)) or what
+  if type(v) == "boolean" then
+    error(string.format("%s holds a boolean (%s) where a number or tensor is expected",
+                        holder, tostring(v)), 0)
+  end
+  error(string.format("%s: expected a tensor or number, got a %s", holder, type(v)), 0)
 end
 
 register("value_range", ikok(function(a)
   local vmin, vmax, in_min, in_max, clip = a.vmin, a.vmax, a.in_min, a.in_max, a.clip_values
+  local key = a.key or a.inkey
   return function(x)
-    return bv.ops.value_range(as_tensor(x, "value_range"), vmin, vmax, in_min, in_max, clip)
+    return bv.ops.value_range(as_tensor(x, "value_range", key), vmin, vmax, in_min, in_max, clip)
   end
 end), "value_range(vmin=-1, vmax=1, in_min=0, in_max=255.0, clip_values=False): "
   .. "maps [in_min, in_max] linearly to [vmin, vmax] as float32")
@@ -28,7 +36,7 @@ register("onehot", function(a)
   return function(data)
     local labels = data[key]
     if labels == nil then pp.missing_key(data, key) end
-    data[out] = bv.ops.onehot(as_tensor(labels, "onehot"), depth, multi, on, off)
+    data[out] = bv.ops.onehot(as_tensor(labels, "onehot", key), depth, multi, on, off)
     return data
   end
 end, "onehot(depth, key='labels', key_result=None, multi=True, on=1.0, off=0.0): "
@@ -70,8 +78,9 @@ register("copy", function(a)
   end
 end, "copy(inkey, outkey): data[outkey] = data[inkey]")
 
-register("squeeze_last_dim", ikok(function()
-  return function(x) return as_tensor(x, "squeeze_last_dim"):squeeze(-1) end
+register("squeeze_last_dim", ikok(function(a)
+  local key = a.key or a.inkey
+  return function(x) return as_tensor(x, "squeeze_last_dim", key):squeeze(-1) end
 end), "squeeze_last_dim(): removes the last dimension (of size 1)")
 
 -- A Python axis (0-based, negative from the end) as bv's 1-based dimension number.
@@ -86,7 +95,7 @@ register("concat", function(a)
     local parts = {}
     for i, k in ipairs(inkeys) do
       if data[k] == nil then pp.missing_key(data, k) end
-      parts[i] = as_tensor(data[k], "concat")
+      parts[i] = as_tensor(data[k], "concat", k)
     end
     data[outkey] = bv.cat(parts, lua_dim(axis))
     return data
@@ -102,8 +111,10 @@ register("pad_to_shape", ikok(function(a)
   end
   local shape = {}
   for i, d in ipairs(a.shape) do shape[i] = d == require("bv.literal").null and -1 or d end
-  local pad_value, where = a.pad_value, a.where
-  return function(x) return bv.ops.pad_to_shape(as_tensor(x, "pad_to_shape"), shape, pad_value, where) end
+  local pad_value, where, key = a.pad_value, a.where, a.key or a.inkey
+  return function(x)
+    return bv.ops.pad_to_shape(as_tensor(x, "pad_to_shape", key), shape, pad_value, where)
+  end
 end), "pad_to_shape(shape, pad_value=0, where='after'): pads up to shape (None leaves a "
   .. "dimension); where is after, before or both")
 
@@ -141,8 +152,8 @@ register("flatten", function(a)
 end, "flatten(keys=None): nested tables under keys (default all) become 'a/b' keys")
 
 register("reshape", ikok(function(a)
-  local shape = a.new_shape
-  return function(x) return as_tensor(x, "reshape"):reshape(shape) end
+  local shape, key = a.new_shape, a.key or a.inkey
+  return function(x) return as_tensor(x, "reshape", key):reshape(shape) end
 end), "reshape(new_shape): reshapes, keeping the dtype")
 
 -- An empty value (a tensor with no elements, or an empty list of strings) takes `value`, as a

@@ -99,14 +99,17 @@ local VGG_MEAN = {0.485 * 255, 0.456 * 255, 0.406 * 255}
 local VGG_STD = {0.229 * 255, 0.224 * 255, 0.225 * 255}
 
 register("vgg_value_range", ikok(function(a)
-  local mean, std = a.mean or VGG_MEAN, a.std or VGG_STD
-  return function(x) return bv.ops.normalize(as_tensor(x, "vgg_value_range"), mean, std) end
+  local mean, std, key = a.mean or VGG_MEAN, a.std or VGG_STD, a.key or a.inkey
+  return function(x) return bv.ops.normalize(as_tensor(x, "vgg_value_range", key), mean, std) end
 end), "vgg_value_range(mean=None, std=None): (x - mean) / std with ImageNet's mean and std "
   .. "(times 255) unless given")
 
 local CLIP_MEAN = {0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255}
 local CLIP_STD = {0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255}
 
-register("clip_value_range", ikok(function()
-  return function(x) return bv.ops.normalize(as_tensor(x, "clip_value_range"), CLIP_MEAN, CLIP_STD) end
+register("clip_value_range", ikok(function(a)
+  local key = a.key or a.inkey
+  return function(x)
+    return bv.ops.normalize(as_tensor(x, "clip_value_range", key), CLIP_MEAN, CLIP_STD)
+  end
 end), "clip_value_range(): (x - mean) / std with CLIP's mean and std (times 255)")
