@@ -34,13 +34,17 @@ BitConfig parse_config(const json& cfg) {
   BitConfig c;
   if (cfg.contains("num_classes") && !cfg["num_classes"].is_null()) {
     BV_CHECK(cfg["num_classes"].is_number_integer() && cfg["num_classes"].get<int64_t>() > 0,
-             "bit: num_classes must be a positive integer");
+             "bit: ", config_key("num_classes"), " must be a positive integer, got ",
+             cfg["num_classes"].dump());
     c.num_classes = cfg["num_classes"].get<int64_t>();
   }
   if (cfg.contains("width")) {
     BV_CHECK(cfg["width"].is_number() && cfg["width"].get<double>() > 0,
              "bit: width must be a positive number, got ", cfg["width"].dump());
     c.width = cfg["width"].get<double>();
+    // (a width past this makes int(64 * width) overflow before anything else could refuse it)
+    BV_CHECK(c.width <= 1 << 20, "bit: ", config_key("width"), " ", c.width,
+             " is too large (BiT's are 1 to 4)");
   }
   // Every GroupNorm has 32 groups, and every stage's channels are the root's times 2^k.
   BV_CHECK(c.root_width() >= 32 && c.root_width() % 32 == 0, "bit: width ", c.width,
@@ -49,8 +53,17 @@ BitConfig parse_config(const json& cfg) {
            " a multiple of 32 (0.5, 1, 1.5, 2, ...)");
   json depth = cfg.contains("depth") ? cfg["depth"] : json(50);
   if (depth.is_array()) {
-    for (const auto& d : depth) c.blocks.push_back(d.get<int64_t>());
+    // Each stage doubles the channels: past 8 stages they no longer fit the shapes' integers.
+    BV_CHECK(depth.size() <= 8, "bit: ", config_key("depth"), " lists ", depth.size(),
+             " stages; at most 8 are built (BiT has 4)");
+    for (const auto& d : depth) {
+      BV_CHECK(d.is_number_integer() && d.get<int64_t>() > 0, "bit: ", config_key("depth"),
+               " must list positive numbers of units per stage, got ", depth.dump());
+      c.blocks.push_back(d.get<int64_t>());
+    }
   } else {
+    BV_CHECK(depth.is_number_integer(), "bit: ", config_key("depth"),
+             " must be 26, 50, 101, 152, 200 or a list of units per stage, got ", depth.dump());
     int64_t d = depth.get<int64_t>();
     if (d == 26) c.blocks = {2, 2, 2, 2};
     else if (d == 50) c.blocks = {3, 4, 6, 3};

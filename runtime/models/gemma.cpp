@@ -85,8 +85,8 @@ GemmaConfig parse_config(const json& cfg) {
   BV_CHECK(found, "gemma: unknown variant '", variant, "' (gemma_2b or gemma_7b)");
   auto set_int = [&](const char* key, int64_t* out) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
-      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0, "gemma: '", key,
-               "' must be a positive integer");
+      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0,
+               "gemma: ", config_key(key), " must be a positive integer, got ", cfg[key].dump());
       *out = cfg[key].get<int64_t>();
     }
   };
@@ -125,9 +125,11 @@ GemmaConfig parse_config(const json& cfg) {
              " is not one of \"float32\", \"bfloat16\", \"float16\"");
     c.cache_dtype = dtype_from_name(d.get<std::string>());
   }
-  BV_CHECK(c.num_heads % c.num_kv_heads == 0, "gemma: num_heads ", c.num_heads,
-           " is not a multiple of num_kv_heads ", c.num_kv_heads);
-  BV_CHECK(c.head_dim % 2 == 0, "gemma: head_dim must be even (RoPE)");
+  BV_CHECK(c.num_heads % c.num_kv_heads == 0, "gemma: num_heads ", c.num_heads, " (",
+           config_key("num_heads"), " or the variant's) is not a multiple of num_kv_heads ",
+           c.num_kv_heads, " (", config_key("num_kv_heads"), " or the variant's)");
+  BV_CHECK(c.head_dim % 2 == 0, "gemma: ", config_key("head_dim"), " must be even (RoPE), got ",
+           c.head_dim);
   return c;
 }
 

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -18,6 +20,23 @@ std::vector<const ModelApi*> all_models() {
 }
 
 }  // namespace
+
+namespace {
+
+// The parts a composite model is working on, outermost first (ConfigPart).
+thread_local std::vector<std::string> t_config_parts;
+
+}  // namespace
+
+std::string config_key(const std::string& name) {
+  std::string key = "model.";
+  for (const std::string& part : t_config_parts) key += part + ".";
+  return key + name;
+}
+
+ConfigPart::ConfigPart(const std::string& part) { t_config_parts.push_back(part); }
+
+ConfigPart::~ConfigPart() { t_config_parts.pop_back(); }
 
 const ModelApi* find_model(const std::string& name) {
   for (const ModelApi* m : all_models()) {

@@ -113,6 +113,21 @@ at::Tensor dense(const Params& params, const std::string& name, const at::Tensor
 void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,
                      const char* model, Output& out);
 
+// The dotted config key `name` of the model config as a user writes it, for error messages:
+// "model.variant", or "model.img.variant" while a composite model works on its part "img"
+// (ConfigPart). Models refuse a bad dimension before building anything, naming the key.
+std::string config_key(const std::string& name);
+
+// While alive, config_key(name) names `part`.`name` inside the enclosing part (per thread):
+// PaliGemma's img and llm, two_towers' image and text.
+class ConfigPart {
+ public:
+  explicit ConfigPart(const std::string& part);
+  ~ConfigPart();
+  ConfigPart(const ConfigPart&) = delete;
+  ConfigPart& operator=(const ConfigPart&) = delete;
+};
+
 // Appends a sub-model's specs with their names under `prefix` ("img/").
 void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,
                      const std::string& prefix);

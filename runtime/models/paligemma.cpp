@@ -53,8 +53,11 @@ Parts parse_config(const json& cfg) {
   p.llm = json{{"variant", "gemma_2b"}, {"vocab_size", 257152}};
   if (cfg.contains("img")) p.img.update(cfg["img"]);
   if (cfg.contains("llm")) p.llm.update(cfg["llm"]);
-  for (const ParamSpec& s : gemma_api().param_specs(p.llm)) {
-    if (s.name == "embedder/input_embedding") p.width = s.shape[1];
+  {
+    ConfigPart part("llm");
+    for (const ParamSpec& s : gemma_api().param_specs(p.llm)) {
+      if (s.name == "embedder/input_embedding") p.width = s.shape[1];
+    }
   }
   if (p.bit) {
     BV_CHECK(!p.img.contains("num_classes"), "paligemma: img_model bit takes no num_classes ",
@@ -77,14 +80,19 @@ int64_t bit_channels(const json& img) {
 std::vector<ParamSpec> paligemma_param_specs(const json& cfg) {
   Parts p = parse_config(cfg);
   std::vector<ParamSpec> out;
-  if (p.bit) {
-    append_prefixed(out, bit_api().param_specs(p.img), "img/");
-    int64_t c = bit_channels(p.img);
-    out.push_back({"img/head/kernel", {c, p.width}, at::kFloat, Init::kLecunNormal, 0, c, p.width});
-    out.push_back({"img/head/bias", {p.width}, at::kFloat, Init::kZeros});
-  } else {
-    append_prefixed(out, vit_api().param_specs(p.img), "img/");
+  {
+    ConfigPart part("img");
+    if (p.bit) {
+      append_prefixed(out, bit_api().param_specs(p.img), "img/");
+      int64_t c = bit_channels(p.img);
+      out.push_back(
+          {"img/head/kernel", {c, p.width}, at::kFloat, Init::kLecunNormal, 0, c, p.width});
+      out.push_back({"img/head/bias", {p.width}, at::kFloat, Init::kZeros});
+    } else {
+      append_prefixed(out, vit_api().param_specs(p.img), "img/");
+    }
   }
+  ConfigPart part("llm");
   append_prefixed(out, gemma_api().param_specs(p.llm), "llm/");
   return out;
 }

@@ -61,8 +61,9 @@ TextConfig parse_config(const json& cfg) {
   }
   auto get_int = [&](const char* key, int64_t* out) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
-      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0, "text_transformer: '",
-               key, "' must be a positive integer");
+      BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0,
+               "text_transformer: ", config_key(key), " must be a positive integer, got ",
+               cfg[key].dump());
       *out = cfg[key].get<int64_t>();
     }
   };
@@ -73,7 +74,13 @@ TextConfig parse_config(const json& cfg) {
   get_int("num_heads", &c.enc.num_heads);
   get_int("vocab_size", &c.vocab_size);
   get_int("text_len", &c.text_len);
-  if (cfg.contains("dropout")) c.enc.dropout = cfg["dropout"].get<double>();
+  if (cfg.contains("dropout")) {
+    const json& d = cfg["dropout"];
+    BV_CHECK(d.is_number() && d.get<double>() >= 0 && d.get<double>() < 1,
+             "text_transformer: ", config_key("dropout"), " must be a rate in [0, 1), got ",
+             d.dump());
+    c.enc.dropout = d.get<double>();
+  }
   if (cfg.contains("scan")) c.enc.scan = cfg["scan"].get<bool>();
   // As ViT's encoder (big_vision shares it): a scanned encoder rematerialises its layers unless
   // remat_policy is "none".
@@ -85,6 +92,9 @@ TextConfig parse_config(const json& cfg) {
   if (cfg.contains("pool_type")) c.pool_type = cfg["pool_type"].get<std::string>();
   static const std::set<std::string> pools = {"last", "first", "mean", "gap", "max", "gmp", "map"};
   BV_CHECK(pools.count(c.pool_type), "text_transformer: unknown pool_type '", c.pool_type, "'");
+  BV_CHECK(c.enc.width % c.enc.num_heads == 0, "text_transformer: width ", c.enc.width, " (",
+           config_key("width"), " or the variant's) is not divisible by num_heads ",
+           c.enc.num_heads, " (", config_key("num_heads"), " or the variant's)");
   return c;
 }
 

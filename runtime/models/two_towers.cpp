@@ -46,10 +46,22 @@ TowersConfig parse_config(const json& cfg) {
   // out_dim: an int for both towers or (img, txt); null means no head on that tower.
   json out_dim = cfg.contains("out_dim") ? cfg["out_dim"] : json(128);
   json dims = out_dim.is_array() ? out_dim : json::array({out_dim, out_dim});
-  BV_CHECK(dims.size() == 2, "two_towers: out_dim must be an int or (img, txt)");
+  BV_CHECK(dims.size() == 2, "two_towers: ", config_key("out_dim"),
+           " must be an int or (img, txt)");
+  for (const json& d : dims) {
+    BV_CHECK(d.is_null() || (d.is_number_integer() && d.get<int64_t>() > 0),
+             "two_towers: ", config_key("out_dim"),
+             " must be a positive integer, None or two of them, got ", out_dim.dump());
+  }
   c.img["num_classes"] = dims[0];
   c.txt["num_classes"] = dims[1];
-  if (cfg.contains("temperature_init")) c.temperature_init = cfg["temperature_init"].get<double>();
+  if (cfg.contains("temperature_init")) {
+    const json& t = cfg["temperature_init"];
+    // (stored as its log)
+    BV_CHECK(t.is_number() && t.get<double>() > 0, "two_towers: ", config_key("temperature_init"),
+             " must be a positive number, got ", t.dump());
+    c.temperature_init = t.get<double>();
+  }
   if (cfg.contains("bias_init") && !cfg["bias_init"].is_null()) {
     c.has_bias = true;
     c.bias_init = cfg["bias_init"].get<double>();
@@ -60,8 +72,14 @@ TowersConfig parse_config(const json& cfg) {
 std::vector<ParamSpec> towers_param_specs(const json& cfg) {
   TowersConfig c = parse_config(cfg);
   std::vector<ParamSpec> out;
-  append_prefixed(out, vit_api().param_specs(c.img), "img/");
-  append_prefixed(out, text_transformer_api().param_specs(c.txt), "txt/");
+  {
+    ConfigPart part("image");
+    append_prefixed(out, vit_api().param_specs(c.img), "img/");
+  }
+  {
+    ConfigPart part("text");
+    append_prefixed(out, text_transformer_api().param_specs(c.txt), "txt/");
+  }
   out.push_back({"t", {1}, at::kFloat, Init::kFixed});
   if (c.has_bias) out.push_back({"b", {1}, at::kFloat, Init::kFixed});
   return out;

@@ -60,15 +60,15 @@ const Variant kVariants[] = {
 };
 
 int64_t positive_int(const json& v, const char* key) {
-  BV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "vit: '", key,
-           "' must be a positive integer, got ", v.dump());
+  BV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "vit: ", config_key(key),
+           " must be a positive integer, got ", v.dump());
   return v.get<int64_t>();
 }
 
 // A size given as N or [h, w].
 void read_pair(const json& v, const char* key, int64_t* h, int64_t* w) {
   if (v.is_array()) {
-    BV_CHECK(v.size() == 2, "vit: '", key, "' must be N or [h, w], got ", v.dump());
+    BV_CHECK(v.size() == 2, "vit: ", config_key(key), " must be N or [h, w], got ", v.dump());
     *h = positive_int(v[0], key);
     *w = positive_int(v[1], key);
   } else {
@@ -86,7 +86,11 @@ ViTConfig parse_config(const json& cfg) {
     BV_CHECK(known.count(key), "vit: unknown config key '", key, "'");
   }
   ViTConfig c;
+  // Where the patch size comes from, for the messages: the variant or patch_size.
+  std::string patch_from = "the default patch";
   if (cfg.contains("variant") && !cfg["variant"].is_null()) {
+    BV_CHECK(cfg["variant"].is_string(), "vit: ", config_key("variant"),
+             " must be a string such as \"B/16\", got ", cfg["variant"].dump());
     std::string v = cfg["variant"].get<std::string>();
     std::string size = v.substr(0, v.find('/'));
     bool found = false;
@@ -101,9 +105,13 @@ ViTConfig parse_config(const json& cfg) {
              "g-opt, G, G-opt, e; e.g. \"B/16\")");
     if (v.find('/') != std::string::npos) {
       std::string patch = v.substr(v.find('/') + 1);
+      std::string where = str(config_key("variant"), " '", v, "'");
       BV_CHECK(!patch.empty() && patch.find_first_not_of("0123456789") == std::string::npos,
-               "vit: bad patch size in variant '", v, "'");
+               "vit: ", where, ": the patch size after '/' must be a whole number");
+      BV_CHECK(patch.size() <= 9, "vit: ", where, ": the patch size is too large");
       c.patch_h = c.patch_w = std::stoll(patch);
+      BV_CHECK(c.patch_h > 0, "vit: ", where, ": the patch size must be positive");
+      patch_from = where;
     }
   }
   // Explicit keys override the variant, as in big_vision.
@@ -111,7 +119,10 @@ ViTConfig parse_config(const json& cfg) {
     return cfg.contains(key) && !cfg[key].is_null() ? &cfg[key] : nullptr;
   };
   if (auto v = get("num_classes")) c.num_classes = positive_int(*v, "num_classes");
-  if (auto v = get("patch_size")) read_pair(*v, "patch_size", &c.patch_h, &c.patch_w);
+  if (auto v = get("patch_size")) {
+    read_pair(*v, "patch_size", &c.patch_h, &c.patch_w);
+    patch_from = config_key("patch_size");
+  }
   if (auto v = get("width")) c.width = positive_int(*v, "width");
   if (auto v = get("depth")) c.depth = positive_int(*v, "depth");
   if (auto v = get("mlp_dim")) c.mlp_dim = positive_int(*v, "mlp_dim");
@@ -120,7 +131,11 @@ ViTConfig parse_config(const json& cfg) {
   if (auto v = get("rep_size")) {
     c.rep_size = v->is_boolean() ? (v->get<bool>() ? c.width : 0) : positive_int(*v, "rep_size");
   }
-  if (auto v = get("dropout")) c.dropout = v->get<double>();
+  if (auto v = get("dropout")) {
+    BV_CHECK(v->is_number() && v->get<double>() >= 0 && v->get<double>() < 1,
+             "vit: ", config_key("dropout"), " must be a rate in [0, 1), got ", v->dump());
+    c.dropout = v->get<double>();
+  }
   if (auto v = get("pool_type")) c.pool_type = v->get<std::string>();
   if (auto v = get("head_zeroinit")) c.head_zeroinit = v->get<bool>();
   if (auto v = get("scan")) c.scan = v->get<bool>();
@@ -139,10 +154,13 @@ ViTConfig parse_config(const json& cfg) {
   BV_CHECK(c.pool_type == "gap" || c.pool_type == "map" || c.pool_type == "tok" ||
                c.pool_type == "0" || c.pool_type == "none",
            "vit: unknown pool_type '", c.pool_type, "' (gap, map, tok, 0 or none)");
-  BV_CHECK(c.width % c.num_heads == 0, "vit: width ", c.width, " is not divisible by num_heads ",
-           c.num_heads);
-  BV_CHECK(c.grid_h() > 0 && c.grid_w() > 0, "vit: image_size ", c.image_h, "x", c.image_w,
-           " is smaller than the patch ", c.patch_h, "x", c.patch_w);
+  BV_CHECK(c.width % c.num_heads == 0, "vit: width ", c.width, " (", config_key("width"),
+           " or the variant's) is not divisible by num_heads ", c.num_heads, " (",
+           config_key("num_heads"), " or the variant's)");
+  BV_CHECK(c.image_h % c.patch_h == 0 && c.image_w % c.patch_w == 0, "vit: the image size ",
+           c.image_h, "x", c.image_w, " (", config_key("image_size"),
+           "; the training images' size when it is not set) is not divisible into ", c.patch_h, "x",
+           c.patch_w, " patches (", patch_from, ")");
   BV_CHECK(c.posemb != "sincos2d" || c.width % 4 == 0, "vit: sincos2d needs width % 4 == 0");
   return c;
 }
