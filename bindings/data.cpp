@@ -18,8 +18,10 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/quote.h"
 #include "data/pipeline.h"
 #include "data/sources.h"
+#include "image.h"
 #include "lua_util.h"
 #include "rng.h"
 #include "state.h"
@@ -291,6 +293,8 @@ struct WorkerSetup {
   std::vector<SourcePtr> sources;
   uint64_t seed = 0;
   std::shared_ptr<FileCache> cache;  // null unless cache_raw
+  int64_t max_pixels = 0;            // the decoders' cap in the workers (0: the codec's own)
+  std::string max_pixels_key;        // the config key a refusal names (input.max_pixels)
 };
 
 struct LuaCloser {
@@ -318,6 +322,7 @@ std::string describe(const WorkerSetup& s, const data::Item& item) {
 data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
   std::shared_ptr<lua_State> state(new_state(setup->lib_dir), LuaCloser());
   lua_State* L = state.get();
+  if (setup->max_pixels > 0) set_default_max_pixels(L, setup->max_pixels, setup->max_pixels_key);
   if (!setup->config.empty()) {
     // The config's own pp ops (its register_pp_ops), not the config: get_config is not run.
     lua_getglobal(L, "bv");
@@ -340,7 +345,7 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
     lua_getfield(L, -1, "pp");
     lua_getfield(L, -1, "build");
     lua_pushstring(L, setup->pp[i].c_str());
-    run_or_throw(L, 1, 1, "building the pp '" + setup->pp[i] + "'");
+    run_or_throw(L, 1, 1, "building the pp '" + snippet(setup->pp[i]) + "'");
     lua_rawseti(L, -4, static_cast<lua_Integer>(i + 1));
     lua_pop(L, 2);
   }
@@ -407,7 +412,10 @@ bool bool_field(lua_State* L, int table, const char* name, bool def) {
 // bv._data.pipeline{sources = {src...}, pp = {string...}, weights = {w...}, batch_size, workers,
 //   seed, shuffle, shuffle_buffer_size, repeat, prefetch, skip_errors, max_consecutive_errors,
 //   pad_last_batch, pin_memory, position, rank, world, cache_raw, config, requires = {...},
-//   names = {string...} (one per source, for skipped_by_source)}
+//   names = {string...} (one per source, for skipped_by_source), max_pixels and max_pixels_key
+//   (the workers' decoders' cap and the config key it is), batch_size_key (the config key a
+//   batch that cannot fit in memory names), memory_bytes (what it must fit in; default: what
+//   the machine has available)}
 int data_pipeline(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   auto setup = std::make_shared<WorkerSetup>();
@@ -417,6 +425,11 @@ int data_pipeline(lua_State* L) {
   setup->pp = string_list_field(L, 1, "pp");
   setup->seed = static_cast<uint64_t>(opt_int_field(L, 1, "seed", 0));
   if (bool_field(L, 1, "cache_raw", false)) setup->cache = std::make_shared<FileCache>();
+  setup->max_pixels = opt_int_field(L, 1, "max_pixels", 0);
+  setup->max_pixels_key = opt_string_field(L, 1, "max_pixels_key", "max_pixels");
+  if (setup->max_pixels < 0) {
+    raise(L, str("data: ", setup->max_pixels_key, " must be positive, got ", setup->max_pixels));
+  }
 
   lua_getfield(L, 1, "sources");
   luaL_argexpected(L, lua_istable(L, -1), 1, "sources list");
@@ -465,6 +478,8 @@ int data_pipeline(lua_State* L) {
   o.max_consecutive_errors = opt_int_field(L, 1, "max_consecutive_errors", 20);
   o.pad_last_batch = bool_field(L, 1, "pad_last_batch", false);
   o.pin_memory = bool_field(L, 1, "pin_memory", false);
+  o.batch_size_key = opt_string_field(L, 1, "batch_size_key", "batch_size");
+  o.memory_bytes = opt_int_field(L, 1, "memory_bytes", -1);
   uint64_t position = static_cast<uint64_t>(opt_int_field(L, 1, "position", 0));
 
   std::vector<std::string> names = string_list_field(L, 1, "names");

@@ -5,6 +5,9 @@
 
 #include <lua.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace bv::lua {
 
 // Each adds its functions to the bv.image table at stack index `table`.
@@ -15,5 +18,9 @@ void open_image_randaug(lua_State* L, int table);  // image_randaug.cpp
 
 // Creates bv.image in the table on top of the stack.
 void open_image(lua_State* L);
+
+// Makes `max_pixels` the cap of L's decoders when a call gives none (opts.max_pixels), named
+// `cap_name` in a refusal: a data worker's state gets its pipeline's (input.max_pixels).
+void set_default_max_pixels(lua_State* L, int64_t max_pixels, const std::string& cap_name);
 
 }  // namespace bv::lua

@@ -14,7 +14,9 @@
 //   bv.image.draw_line(t, x0, y0, x1, y1, color [, thickness]) -> t   in place
 //
 // opts = {channels = 3, precise = false, max_pixels = 2^27}: channels 1, 2, 3, 4 or 0 (the
-// file's own); precise = the accurate JPEG IDCT instead of TF's default fast one.
+// file's own); precise = the accurate JPEG IDCT instead of TF's default fast one; max_pixels
+// caps height * width, checked on the header before decoding. In a data worker's state the
+// default cap is the pipeline's (input.max_pixels: set_default_max_pixels).
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -54,11 +56,28 @@ struct DecodeOpts {
   int channels = 3;
   bool precise = false;
   int64_t max_pixels = image::kDefaultMaxPixels;
+  std::string cap_name = "max_pixels";  // what a refusal calls the cap
 };
+
+constexpr const char* kMaxPixelsField = "bv.image.max_pixels";  // registry: the state's default
+constexpr const char* kCapNameField = "bv.image.max_pixels_key";
+
+// The state's default cap: set_default_max_pixels's, else the codec's.
+DecodeOpts default_decode_opts(lua_State* L) {
+  DecodeOpts opts;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kMaxPixelsField) == LUA_TNUMBER) {
+    opts.max_pixels = lua_tointeger(L, -1);
+    lua_getfield(L, LUA_REGISTRYINDEX, kCapNameField);
+    opts.cap_name = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return opts;
+}
 
 // The optional opts table at `arg`; unknown keys are errors (a typo must not pass silently).
 DecodeOpts check_decode_opts(lua_State* L, int arg, const char* fn) {
-  DecodeOpts opts;
+  DecodeOpts opts = default_decode_opts(L);
   if (lua_isnoneornil(L, arg)) return opts;
   luaL_checktype(L, arg, LUA_TTABLE);
   lua_pushnil(L);
@@ -76,6 +95,7 @@ DecodeOpts check_decode_opts(lua_State* L, int arg, const char* fn) {
       opts.precise = lua_toboolean(L, value);
     } else if (key && std::strcmp(key, "max_pixels") == 0) {
       opts.max_pixels = field_int(L, value, fn, "opts.max_pixels");
+      opts.cap_name = "max_pixels";
     } else {
       lua_pushvalue(L, -2);
       std::string name = luaL_tolstring(L, -1, nullptr);
@@ -89,7 +109,7 @@ DecodeOpts check_decode_opts(lua_State* L, int arg, const char* fn) {
 int image_decode(lua_State* L) {
   std::string bytes = check_bytes(L, 1);
   DecodeOpts o = check_decode_opts(L, 2, "bv.image.decode");
-  push_tensor(L, image::decode(bytes, o.channels, o.precise, o.max_pixels));
+  push_tensor(L, image::decode(bytes, o.channels, o.precise, o.max_pixels, o.cap_name));
   return 1;
 }
 
@@ -100,7 +120,7 @@ int image_read(lua_State* L) {
   std::string bytes = fs::read_file(path);
   at::Tensor img;
   try {
-    img = image::decode(bytes, o.channels, o.precise, o.max_pixels);
+    img = image::decode(bytes, o.channels, o.precise, o.max_pixels, o.cap_name);
   } catch (const Error& e) {
     fail("bv.image.read '", path, "': ", e.what());
   }
@@ -130,8 +150,8 @@ int image_decode_crop(lua_State* L) {
     raise(L, str("bv.image.decode_crop: y and x are 1-based (the first row/column is 1), got y=", y,
                  " x=", x));
   }
-  push_tensor(L,
-              image::decode_crop(bytes, y - 1, x - 1, h, w, o.channels, o.precise, o.max_pixels));
+  push_tensor(L, image::decode_crop(bytes, y - 1, x - 1, h, w, o.channels, o.precise, o.max_pixels,
+                                    o.cap_name));
   return 1;
 }
 
@@ -190,6 +210,13 @@ int image_draw_line(lua_State* L) {
 }
 
 }  // namespace
+
+void set_default_max_pixels(lua_State* L, int64_t max_pixels, const std::string& cap_name) {
+  lua_pushinteger(L, max_pixels);
+  lua_setfield(L, LUA_REGISTRYINDEX, kMaxPixelsField);
+  lua_pushlstring(L, cap_name.data(), cap_name.size());
+  lua_setfield(L, LUA_REGISTRYINDEX, kCapNameField);
+}
 
 void open_image_codec(lua_State* L, int table) {
   static const luaL_Reg functions[] = {

@@ -13,7 +13,16 @@
 -- opts.pin_memory: batches stacked in pinned host memory, for a GPU (the trainers set it when
 -- they train on one; see bv.to_device_async). prefetch_to / on_device: evaluation batches
 -- copied to the device ahead.
+--
+-- Every input bounded: images over input.max_pixels (height * width, default PIL's
+-- MAX_IMAGE_PIXELS) are refused from their header, before decoding, as bad examples
+-- (skip_errors skips and counts them); a batch size whose buffers cannot fit in the memory
+-- available is refused at the first example, naming the key (opts.memory_bytes: the memory to
+-- fit in, for tests).
 local M = {}
+
+-- PIL's Image.MAX_IMAGE_PIXELS (1024 * 1024 * 1024 // 4 // 3): input.max_pixels's default.
+M.DEFAULT_MAX_PIXELS = 89478485
 
 -- Keys that belong to one dataset of a mixture (input[name]), never to the top of `input`.
 local PER_PIPELINE = {"shuffle_buffer_size", "cache_raw", "num_parallel_calls", "pre_filter_fn",
@@ -63,7 +72,18 @@ local function common(opts)
     requires = opts.requires,
     position = opts.position,
     pin_memory = opts.pin_memory,
+    memory_bytes = opts.memory_bytes,
   }
+end
+
+-- The decoders' cap from `value` (input.max_pixels; nil: the default), named `key`.
+local function max_pixels(spec, value, key)
+  if value == nil or value == bv.null then value = M.DEFAULT_MAX_PIXELS end
+  if math.type(value) ~= "integer" or value < 1 then
+    error(string.format("data: %s must be a positive integer (pixels: height * width), got %s",
+                        key, tostring(value)), 0)
+  end
+  spec.max_pixels, spec.max_pixels_key = value, key
 end
 
 -- Returns the training iterator (shuffled, repeated forever, batches of batch_size / world
@@ -117,6 +137,8 @@ function M.training(input, opts)
   end
   spec.sources, spec.pp, spec.weights, spec.names = sources, pps, weights, src_names
   spec.batch_size = bs // spec.world
+  spec.batch_size_key = "input.batch_size"
+  max_pixels(spec, input.max_pixels, "input.max_pixels")
   spec.shuffle, spec["repeat"] = true, true
   spec.prefetch = input.prefetch or 2
   return bv._data.pipeline(spec), total
@@ -124,7 +146,8 @@ end
 
 -- The evaluation iterator: every example of this process's part exactly once, in order; the
 -- last batch is padded with zeros and the bool key `_mask` marks the real rows.
--- cfg = {data = {...}, pp = "...", batch_size = N}
+-- cfg = {data = {...}, pp = "...", batch_size = N, max_pixels = M (default as input's)};
+-- opts.batch_size_key and opts.max_pixels_key: the config keys the errors name.
 function M.inference(cfg, opts)
   opts = opts or {}
   local spec = common(opts)
@@ -133,6 +156,8 @@ function M.inference(cfg, opts)
   local bs = cfg.batch_size
   if math.type(bs) ~= "integer" or bs < 1 then error("data: batch_size must be a positive integer", 2) end
   spec.batch_size = math.max(1, bs // spec.world)
+  spec.batch_size_key = opts.batch_size_key or "batch_size"
+  max_pixels(spec, cfg.max_pixels, opts.max_pixels_key or "max_pixels")
   spec.shuffle, spec["repeat"], spec.pad_last_batch = false, false, true
   spec.cache_raw = cfg.cache_raw
   return bv._data.pipeline(spec), src:size()

@@ -9,7 +9,11 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
@@ -99,6 +103,65 @@ std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::stri
 int cpu_cores() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+namespace {
+
+// The first number in the file at `path`, or -1 when it cannot be read or holds none ("max").
+int64_t read_number(const char* path) {
+  std::ifstream in(path);
+  long long v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+// /proc/meminfo's MemAvailable in bytes, or -1.
+int64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  long long kb = 0;
+  std::string unit;
+  while (in >> name >> kb >> unit) {
+    if (name == "MemAvailable:") return kb * 1024;
+  }
+  return -1;
+}
+
+// What a cgroup limit leaves, or -1 without a limit.
+int64_t cgroup_left() {
+  struct Files {
+    const char *limit, *usage;
+  };
+  const Files kFiles[] = {{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+                          {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                           "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  for (const Files& f : kFiles) {
+    int64_t limit = read_number(f.limit), usage = read_number(f.usage);
+    // (v1 reports "no limit" as a huge number, which the meminfo figure undercuts)
+    if (limit > 0 && usage >= 0) return limit > usage ? limit - usage : 0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t host_memory_available() {
+  int64_t avail = mem_available(), left = cgroup_left();
+  if (avail < 0) return left < 0 ? 0 : left;
+  return left < 0 ? avail : std::min(avail, left);
+}
+
+std::string bytes_string(double bytes) {
+  static const char* const kUnits[] = {"KB", "MB", "GB", "TB", "PB", "EB"};
+  if (bytes < 1000) return str(static_cast<int64_t>(bytes), " bytes");
+  int unit = -1;
+  while (bytes >= 1000 && unit < 5) {
+    bytes /= 1000;
+    ++unit;
+  }
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << bytes << " " << kUnits[unit];
+  return out.str();
 }
 
 void set_threads(int n) {

@@ -31,6 +31,12 @@ void set_current_device(const std::string& device);
 // peak_bytes_reserved. Empty for the CPU, which has no such allocator.
 std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device);
 int cpu_cores();
+// The host memory this process can still take, in bytes: /proc/meminfo's MemAvailable, or less
+// when a cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) leaves less; 0 when unknown.
+// What the input pipeline checks a batch's buffers against before it builds them.
+int64_t host_memory_available();
+// `bytes` for a message: "512 bytes", "12.3 KB", "4.0 GB" (powers of 1000).
+std::string bytes_string(double bytes);
 // What this process has cost so far (getrusage): CPU time in user and kernel mode, page faults
 // (minor: a page mapped without I/O, the price of memory freed to the OS and touched again) and
 // the peak resident set. The benchmarks print them next to the step time.

@@ -53,6 +53,25 @@ const Value* find(const Example& ex, const std::string& key) {
   return nullptr;
 }
 
+namespace {
+
+int64_t value_bytes(const Value& v) {
+  int64_t n = static_cast<int64_t>(sizeof(Value) + v.s.size());
+  if (v.kind == Value::Kind::kTensor && v.tensor.defined()) n += v.tensor.nbytes();
+  for (const Value& x : v.list) n += value_bytes(x);
+  return n;
+}
+
+}  // namespace
+
+int64_t example_bytes(const Example& ex) {
+  int64_t n = static_cast<int64_t>(sizeof(Example));
+  for (const auto& [key, v] : ex) {
+    n += static_cast<int64_t>(sizeof(std::string) + key.size()) + value_bytes(v);
+  }
+  return n;
+}
+
 std::string Origin::str() const { return line > 0 ? file + ":" + std::to_string(line) : file; }
 
 }  // namespace bv::data

@@ -36,6 +36,10 @@ using Example = std::vector<std::pair<std::string, Value>>;
 // The value under `key`, or nullptr.
 const Value* find(const Example& ex, const std::string& key);
 
+// About how many bytes of memory `ex` holds: its tensors' data, strings and lists, and the
+// structs that hold them (so an example of nothing but small numbers still counts).
+int64_t example_bytes(const Example& ex);
+
 // Where an example came from, for error messages: "data/train.jsonl:17".
 struct Origin {
   std::string file;

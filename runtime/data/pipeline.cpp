@@ -134,8 +134,11 @@ Pipeline::~Pipeline() {
 
 bool Pipeline::claim(Item* item) {
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t window =
-      static_cast<uint64_t>((opts_.prefetch_batches + 1) * opts_.batch_size + opts_.workers);
+  // Saturated: a batch_size near 2^63 must not wrap the window round to nothing.
+  auto batches = static_cast<uint64_t>(opts_.prefetch_batches + 1);
+  auto batch = static_cast<uint64_t>(opts_.batch_size), workers = uint64_t(opts_.workers);
+  uint64_t window = batch <= (UINT64_MAX - workers) / batches ? batches * batch + workers
+                                                              : UINT64_MAX;
   work_cv_.wait(lock, [&] { return stop_ || next_seq_ < consumed_ + window; });
   if (stop_ || next_seq_ >= end_seq_) return false;
   if (!stream_.next(item)) {
@@ -207,6 +210,7 @@ bool Pipeline::next(Example* batch) {
       continue;
     }
     consecutive_errors_ = 0;
+    if (!size_checked_) check_fits(r.example);
     rows.push_back(std::move(r.example));
   }
   if (rows.empty()) return false;
@@ -227,6 +231,32 @@ bool Pipeline::next(Example* batch) {
   if (static_cast<int64_t>(rows.size()) < opts_.batch_size) return false;  // drop the remainder
   *batch = stack_examples(rows, opts_.pin_memory);
   return true;
+}
+
+// Refuses (for good: the workers stop, and every later next() throws the same) a batch size
+// whose buffers cannot fit in memory, judged from the first example, before a batch is built.
+void Pipeline::check_fits(const Example& first) {
+  size_checked_ = true;
+  int64_t memory = opts_.memory_bytes < 0 ? host_memory_available() : opts_.memory_bytes;
+  if (memory <= 0) return;
+  double per_example = static_cast<double>(example_bytes(first));
+  double held = static_cast<double>(opts_.prefetch_batches) + 2;
+  double need = per_example * static_cast<double>(opts_.batch_size) * held;
+  if (need <= static_cast<double>(memory)) return;
+  std::string msg = str(
+      "data: ", opts_.batch_size_key, " asks for batches of ", opts_.batch_size,
+      " examples (per process), which cannot fit in memory: an example takes ",
+      bytes_string(per_example), " after the pp, and the pipeline holds ", held, " batches (",
+      opts_.prefetch_batches, " prefetched, the one being gathered and its stacked copy), about ",
+      bytes_string(need), ", where this machine has ", bytes_string(static_cast<double>(memory)),
+      " available; make ", opts_.batch_size_key, " smaller");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fatal_ = msg;
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  throw Error(msg);
 }
 
 uint64_t Pipeline::position() const {

@@ -79,6 +79,12 @@ struct PipelineOptions {
   // Stack the batch's tensors in pinned host memory (for batches bound for a GPU: see
   // core/device_copy.h); needs a device that has it (CUDA, the test device).
   bool pin_memory = false;
+  // A batch whose buffers cannot fit is refused at the first example, before any batch is
+  // built: its size times batch_size times the batches held (prefetch_batches in flight, the
+  // one being gathered and its stacked copy) against memory_bytes (-1: what the machine has
+  // available, core/machine.h; 0: no check). The error names batch_size_key.
+  std::string batch_size_key = "batch_size";
+  int64_t memory_bytes = -1;
 };
 
 class Pipeline {
@@ -107,6 +113,7 @@ class Pipeline {
   };
   void worker_loop(int id, WorkerFactory factory);
   bool claim(Item* item);
+  void check_fits(const Example& first);
 
   PipelineOptions opts_;
   ItemStream stream_;
@@ -122,6 +129,7 @@ class Pipeline {
   std::vector<int64_t> skipped_by_source_;
   std::string last_skipped_error_;
   int64_t consecutive_errors_ = 0;
+  bool size_checked_ = false;  // check_fits ran (on the first example)
   Example pad_template_;
   std::vector<std::thread> threads_;
 };

@@ -59,10 +59,12 @@ void check_channels(const char* op, int channels) {
            "or 4, got ", channels);
 }
 
-void check_cap(const char* op, int64_t height, int64_t width, int64_t max_pixels) {
-  BV_CHECK(max_pixels > 0, op, ": max_pixels must be positive, got ", max_pixels);
+// Before any pixel buffer exists: the header's size against the cap (named cap_name).
+void check_cap(const char* op, int64_t height, int64_t width, int64_t max_pixels,
+               const std::string& cap_name) {
+  BV_CHECK(max_pixels > 0, op, ": ", cap_name, " must be positive, got ", max_pixels);
   BV_CHECK(height * width <= max_pixels, op, ": image of ", height, "x", width,
-           " pixels (height x width) exceeds the cap of ", max_pixels, " (max_pixels)");
+           " pixels (height x width) exceeds the cap of ", max_pixels, " (", cap_name, ")");
 }
 
 // Adds an opaque alpha channel to a contiguous uint8 [H, W, C] image.
@@ -175,11 +177,12 @@ void jpeg_decompress(const char* op, TjHandle& tj, const std::string& bytes, con
        bytes.size(), " bytes): ", message);
 }
 
-at::Tensor decode_jpeg(const std::string& bytes, int channels, bool precise, int64_t max_pixels) {
+at::Tensor decode_jpeg(const std::string& bytes, int channels, bool precise, int64_t max_pixels,
+                       const std::string& cap_name) {
   const char* op = "decode";
   TjHandle tj(false);
   JpegHeader hd = read_jpeg_header(op, tj, bytes);
-  check_cap(op, hd.height, hd.width, max_pixels);
+  check_cap(op, hd.height, hd.width, max_pixels, cap_name);
   if (channels == 0) channels = hd.own_channels();
   auto u8 = at::TensorOptions().dtype(at::kByte);
 
@@ -321,14 +324,15 @@ bool png_read_pixels(png_structp png, png_infop info, png_bytepp rows) {
   fail(op, ": corrupt or truncated PNG (", bytes.size(), " bytes): ", r.src.message);
 }
 
-at::Tensor decode_png(const std::string& bytes, int channels, int64_t max_pixels) {
+at::Tensor decode_png(const std::string& bytes, int channels, int64_t max_pixels,
+                      const std::string& cap_name) {
   const char* op = "decode";
   PngReader r(bytes);
   PngLayout layout;
   layout.channels = channels;
   if (!png_read_layout(r.png, r.info, &layout)) png_fail(op, bytes, r);
   int64_t h = layout.height, w = layout.width;
-  check_cap(op, h, w, max_pixels);
+  check_cap(op, h, w, max_pixels, cap_name);
   int want = channels == 0 ? layout.own_channels : channels;
   BV_CHECK(layout.channels == want && layout.row_bytes == static_cast<size_t>(w * want), op,
            ": libpng produced ", layout.channels, " channels, ", layout.row_bytes,
@@ -407,11 +411,12 @@ std::string sniff_format(const std::string& bytes) {
   return "";
 }
 
-at::Tensor decode(const std::string& bytes, int channels, bool precise, int64_t max_pixels) {
+at::Tensor decode(const std::string& bytes, int channels, bool precise, int64_t max_pixels,
+                  const std::string& cap_name) {
   check_channels("decode", channels);
   std::string format = require_format("decode", bytes);
-  return format == "jpeg" ? decode_jpeg(bytes, channels, precise, max_pixels)
-                          : decode_png(bytes, channels, max_pixels);
+  return format == "jpeg" ? decode_jpeg(bytes, channels, precise, max_pixels, cap_name)
+                          : decode_png(bytes, channels, max_pixels, cap_name);
 }
 
 ImageInfo peek(const std::string& bytes) {
@@ -436,13 +441,14 @@ ImageInfo peek(const std::string& bytes) {
 }
 
 at::Tensor decode_crop(const std::string& bytes, int64_t y, int64_t x, int64_t h, int64_t w,
-                       int channels, bool precise, int64_t max_pixels) {
+                       int channels, bool precise, int64_t max_pixels,
+                       const std::string& cap_name) {
   // Check the window against the header first: a bad window costs no decode.
   ImageInfo info = peek(bytes);
   bool inside = h > 0 && w > 0 && y >= 0 && x >= 0 && y + h <= info.height && x + w <= info.width;
   BV_CHECK(inside, "decode_crop: window y=", y, " x=", x, " h=", h, " w=", w,
            " (0-based) does not lie inside the ", info.height, "x", info.width, " image");
-  at::Tensor img = decode(bytes, channels, precise, max_pixels);
+  at::Tensor img = decode(bytes, channels, precise, max_pixels, cap_name);
   return img.slice(0, y, y + h).slice(1, x, x + w).contiguous();
 }
 

@@ -26,7 +26,9 @@
 namespace bv::image {
 
 // The decoders' default cap on height * width: 2^27 pixels (about 134 megapixels, 400 MB as
-// RGB). It stops a corrupt or hostile header from asking for gigabytes.
+// RGB). It stops a corrupt or hostile header from asking for gigabytes. The input pipeline's
+// cap is input.max_pixels (bv.data). The header's size is checked against the cap before any
+// pixel buffer is allocated; a refusal names the cap as `cap_name` (a config key).
 constexpr int64_t kDefaultMaxPixels = int64_t{1} << 27;
 
 // "jpeg" or "png" from the magic bytes at the start of `bytes`; "" when neither.
@@ -37,7 +39,8 @@ std::string sniff_format(const std::string& bytes);
 // JPEG tolerates the warnings libjpeg recovers from (extraneous bytes, a bad Huffman code: TF
 // decodes those too) but not a truncated file.
 at::Tensor decode(const std::string& bytes, int channels = 3, bool precise = false,
-                  int64_t max_pixels = kDefaultMaxPixels);
+                  int64_t max_pixels = kDefaultMaxPixels,
+                  const std::string& cap_name = "max_pixels");
 
 struct ImageInfo {
   int64_t height = 0, width = 0;
@@ -53,7 +56,8 @@ ImageInfo peek(const std::string& bytes);
 // Fails, naming the window and the image size, when the window is empty or leaves the image.
 at::Tensor decode_crop(const std::string& bytes, int64_t y, int64_t x, int64_t h, int64_t w,
                        int channels = 3, bool precise = false,
-                       int64_t max_pixels = kDefaultMaxPixels);
+                       int64_t max_pixels = kDefaultMaxPixels,
+                       const std::string& cap_name = "max_pixels");
 
 // PNG of a uint8 HxW or HxWxC image (C = 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA), 8 bits per
 // channel. `compression` is zlib's level 0..9, or -1 for zlib's default (6, as TF).

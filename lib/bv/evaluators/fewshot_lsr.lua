@@ -106,8 +106,8 @@ function M.new(predict_fn, cfg)
   end
   -- One inference pipeline per data set and part, each checked like any evaluator's input.
   local shared = {}
-  for _, k in ipairs({"batch_size", "workers", "_config_file", "_device", "cache", "prefetch",
-                      "keep_on_cpu", "warmup"}) do
+  for _, k in ipairs({"batch_size", "workers", "_config_file", "_device", "_max_pixels", "cache",
+                      "prefetch", "keep_on_cpu", "warmup"}) do
     shared[k] = pop(cfg, k)
   end
   local left = {}

@@ -184,6 +184,8 @@ function M.from_config(config, predict_fns, get_steps)
         or set(input.batch_size) and input.batch_size
         or config.batch_size
     end
+    -- The training input's pixel cap holds for the evaluators' images too.
+    cfg._max_pixels = set(input.max_pixels) and input.max_pixels or nil
 
     local predict_fn = predict_fns[pred_key]
     if predict_fn == nil then
@@ -215,6 +217,8 @@ end
 --                inline ops exist there
 --   _device      the training device, when not the CPU: batches are stacked in pinned memory
 --                and copied there ahead (bv.data.prefetch_to)
+--   _max_pixels  input.max_pixels, when the config sets it (from_config): the evaluators'
+--                images have the training input's pixel cap
 --   cache, prefetch, keep_on_cpu, warmup: big_vision's, accepted and without effect here (no
 --                caching across runs, the pipeline prefetches on its own, labels stay on the host)
 -- Keys left in cfg afterwards are an error naming them.
@@ -227,6 +231,7 @@ function M.input_pipeline(cfg, what)
   local workers = pop(cfg, "workers")
   local config_file = pop(cfg, "_config_file")
   local device = pop(cfg, "_device")
+  local max_pixels = pop(cfg, "_max_pixels")
   local cache = pop(cfg, "cache")
   for _, k in ipairs({"prefetch", "keep_on_cpu", "warmup", "devices"}) do cfg[k] = nil end
   if type(d) ~= "table" then error(what .. ": needs a 'data' table (the source config)", 3) end
@@ -249,10 +254,13 @@ function M.input_pipeline(cfg, what)
   -- sums over ranks); nil: the whole split.
   local on_device = device and device ~= "cpu"
   return function(part)
-    local it, n = data.inference({data = d, pp = pp, batch_size = batch_size},
+    local it, n = data.inference({data = d, pp = pp, batch_size = batch_size,
+                                  max_pixels = max_pixels},
                                  {workers = workers, config = config_file,
                                   rank = part and part.rank, world = part and part.world,
-                                  pin_memory = on_device})
+                                  pin_memory = on_device, max_pixels_key = "input.max_pixels",
+                                  batch_size_key = what .. "'s batch_size (evals.NAME.batch_size, "
+                                    .. "else batch_size_eval, else input.batch_size)"})
     if on_device then it = data.prefetch_to(it, device) end
     return it, n
   end
