@@ -113,8 +113,8 @@ data::Value to_value(lua_State* L, int idx, const std::string& key) {
       for (lua_Integer i = 1; i <= n; ++i) {
         lua_geti(L, idx, i);
         if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TTABLE) {
-          fail("the pp result's key '", key, "' is a list holding a ", luaL_typename(L, -1),
-               "; lists may hold strings only (make numbers a tensor)");
+          fail("the pp result's key '", snippet(key), "' is a list holding a ",
+               luaL_typename(L, -1), "; lists may hold strings only (make numbers a tensor)");
         }
         list.list.push_back(to_value(L, -1, key));
         lua_pop(L, 1);
@@ -123,7 +123,7 @@ data::Value to_value(lua_State* L, int idx, const std::string& key) {
     }
     default: break;
   }
-  fail("the pp result's key '", key, "' is a ", luaL_typename(L, idx),
+  fail("the pp result's key '", snippet(key), "' is a ", luaL_typename(L, idx),
        " (expected a tensor, number, boolean, string or list of strings)");
 }
 
@@ -314,7 +314,7 @@ std::string describe(const WorkerSetup& s, const data::Item& item) {
   const data::Source& src = *s.sources[static_cast<size_t>(item.source)];
   std::string out = src.origins[static_cast<size_t>(item.index)].str();
   for (const auto& [key, v] : src.examples[static_cast<size_t>(item.index)]) {
-    if (v.kind == data::Value::Kind::kFile) out += " (" + key + ": " + v.s + ")";
+    if (v.kind == data::Value::Kind::kFile) out += " (" + snippet(key) + ": " + snippet(v.s) + ")";
   }
   return out;
 }

@@ -161,6 +161,9 @@ Example parse_line(const std::string& line, const std::string& where, const Json
       // The file would be opened by its name up to the NUL: "x.png\u0000/../../etc/passwd".
       BV_CHECK(v.s.find('\0') == std::string::npos, where, ": fopen key '", key,
                "' holds a file name with a NUL byte ('", snippet(v.s), "'); file names cannot");
+      // (longer than Linux's PATH_MAX: no file has that name, and every message would quote it)
+      BV_CHECK(v.s.size() <= 4096, where, ": fopen key '", key, "' holds a file name of ",
+               v.s.size(), " bytes ('", snippet(v.s), "'); paths are at most 4096");
       bool download = std::count(opts.download_keys.begin(), opts.download_keys.end(), key) > 0;
       BV_CHECK(!(download && is_url(v.s)), where, ": download key '", key, "' holds the URL '",
                snippet(v.s), "'; bvlua downloads nothing: fetch the files and give local paths");

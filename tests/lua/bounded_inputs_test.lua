@@ -80,6 +80,21 @@ T.test("JSON-L: a file name with a NUL is refused", function()
            .. "('x.png\\0/../../etc/passwd')")
 end)
 
+T.test("JSON-L: a file name past PATH_MAX is refused with a snippet", function()
+  local src = jsonl("long.jsonl", {'{"image": "' .. ("a"):rep(100000) .. '", "label": 1}'})
+  local msg = T.raises(function() bv.data.source(src) end,
+                       "long.jsonl:1: fopen key 'image' holds a file name of 100000 bytes")
+  T.truthy(#msg < 600, "the message has " .. #msg .. " bytes")
+end)
+
+T.test("pp: a missing key's message quotes a snippet of the example's keys", function()
+  local data = {}
+  for i = 1, 10000 do data["key" .. i] = i end
+  local msg = T.raises(function() bv.pp.build("onehot(3, key='label')")(data) end,
+                       "no key 'label' in the example (keys: key1, key10, key100")
+  T.truthy(#msg < 600, "the message has " .. #msg .. " bytes")
+end)
+
 T.test("pp: a boolean where a number is expected names the key", function()
   write("ok.png", bv.image.encode_png(bv.zeros({8, 8, 3}):to("uint8")))
   local input = {data = jsonl("bool.jsonl", {'{"image": "ok.png", "label": true}'}),

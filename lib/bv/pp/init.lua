@@ -268,8 +268,8 @@ function M.missing_key(data, key)
   local keys = {}
   for k in pairs(data) do keys[#keys + 1] = tostring(k) end
   table.sort(keys)
-  error(string.format("no key '%s' in the example (keys: %s)", tostring(key),
-                      #keys > 0 and table.concat(keys, ", ") or "none"), 0)
+  error(string.format("no key '%s' in the example (keys: %s)", bv.snippet(tostring(key)),
+                      #keys > 0 and bv.snippet(table.concat(keys, ", ")) or "none"), 0)
 end
 
 -- big_vision's maybe_repeat: a non-list (a number, string or tensor) becomes n copies.
