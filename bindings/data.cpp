@@ -480,7 +480,9 @@ int data_pipeline(lua_State* L) {
   o.pin_memory = bool_field(L, 1, "pin_memory", false);
   o.batch_size_key = opt_string_field(L, 1, "batch_size_key", "batch_size");
   o.memory_bytes = opt_int_field(L, 1, "memory_bytes", -1);
-  uint64_t position = static_cast<uint64_t>(opt_int_field(L, 1, "position", 0));
+  lua_Integer start = opt_int_field(L, 1, "position", 0);
+  BV_CHECK(start >= 0, "bv.data: position must be 0 or more (examples already read), got ", start);
+  uint64_t position = static_cast<uint64_t>(start);
 
   std::vector<std::string> names = string_list_field(L, 1, "names");
   names.resize(setup->sources.size());

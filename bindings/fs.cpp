@@ -12,18 +12,25 @@ namespace bv::lua {
 
 namespace {
 
+// A path argument whole, a NUL included (fs:: refuses it; luaL_checkstring would cut it there).
+std::string path_arg(lua_State* L, int i) {
+  size_t n = 0;
+  const char* p = luaL_checklstring(L, i, &n);
+  return std::string(p, n);
+}
+
 int fs_mkdirs(lua_State* L) {
-  fs::mkdirs(luaL_checkstring(L, 1));
+  fs::mkdirs(path_arg(L, 1));
   return 0;
 }
 
 int fs_exists(lua_State* L) {
-  lua_pushboolean(L, fs::exists(luaL_checkstring(L, 1)));
+  lua_pushboolean(L, fs::exists(path_arg(L, 1)));
   return 1;
 }
 
 int fs_is_dir(lua_State* L) {
-  lua_pushboolean(L, fs::is_dir(luaL_checkstring(L, 1)));
+  lua_pushboolean(L, fs::is_dir(path_arg(L, 1)));
   return 1;
 }
 
@@ -35,7 +42,7 @@ int fs_cwd(lua_State* L) {
 
 // bv.fs.list(dir) -> the names in dir, sorted
 int fs_list(lua_State* L) {
-  std::vector<std::string> names = fs::list_dir(luaL_checkstring(L, 1));
+  std::vector<std::string> names = fs::list_dir(path_arg(L, 1));
   lua_createtable(L, static_cast<int>(names.size()), 0);
   for (size_t i = 0; i < names.size(); ++i) {
     lua_pushstring(L, names[i].c_str());
@@ -45,7 +52,7 @@ int fs_list(lua_State* L) {
 }
 
 int fs_read_file(lua_State* L) {
-  std::string data = fs::read_file(luaL_checkstring(L, 1));
+  std::string data = fs::read_file(path_arg(L, 1));
   lua_pushlstring(L, data.data(), data.size());
   return 1;
 }
@@ -53,25 +60,25 @@ int fs_read_file(lua_State* L) {
 int fs_write_file(lua_State* L) {
   size_t n = 0;
   const char* data = luaL_checklstring(L, 2, &n);
-  fs::write_file(luaL_checkstring(L, 1), std::string(data, n));
+  fs::write_file(path_arg(L, 1), std::string(data, n));
   return 0;
 }
 
 // bv.fs.truncate(path, size): cuts the file to size bytes
 int fs_truncate(lua_State* L) {
-  fs::truncate(luaL_checkstring(L, 1), luaL_checkinteger(L, 2));
+  fs::truncate(path_arg(L, 1), luaL_checkinteger(L, 2));
   return 0;
 }
 
 // bv.fs.lock_workdir(dir): this process is the workdir's one writer until it exits (core/fs.h)
 int fs_lock_workdir(lua_State* L) {
-  fs::lock_workdir(luaL_checkstring(L, 1));
+  fs::lock_workdir(path_arg(L, 1));
   return 0;
 }
 
 // bv.fs.remove_tmp_leftovers(dir) -> the names of interrupted writers' *.tmp-<pid> files removed
 int fs_remove_tmp_leftovers(lua_State* L) {
-  std::vector<std::string> names = fs::remove_tmp_leftovers(luaL_checkstring(L, 1));
+  std::vector<std::string> names = fs::remove_tmp_leftovers(path_arg(L, 1));
   lua_createtable(L, static_cast<int>(names.size()), 0);
   for (size_t i = 0; i < names.size(); ++i) {
     lua_pushstring(L, names[i].c_str());

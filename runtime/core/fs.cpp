@@ -44,7 +44,18 @@ std::string current_dir() {
   return cwd.string();
 }
 
+namespace {
+
+// A path from Lua or a data file may hold a NUL, which the C calls would take as its end.
+void check_path(const std::string& path) {
+  BV_CHECK(path.find('\0') == std::string::npos, "a path holds a NUL byte: '",
+           path.substr(0, path.find('\0')), "\\0...'");
+}
+
+}  // namespace
+
 std::string read_file(const std::string& path) {
+  check_path(path);
   // A directory opens as a stream that reads 0 bytes: a decoder would call it empty data.
   BV_CHECK(!is_dir(path), "'", path, "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
@@ -56,6 +67,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, const std::string& data) {
+  check_path(path);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   BV_CHECK(f, "cannot write '", path, "': ", std::strerror(errno));

@@ -491,7 +491,10 @@ local function run_train(argv)
   rawset(_G, "bv", setmetatable({fs = {mkdirs = function(d) dirs[#dirs + 1] = d end,
                                        write_file = function(p, text) files[p] = text end,
                                        exists = function(p) return files[p] ~= nil end,
-                                       read_file = function(p) return files[p] end}},
+                                       is_dir = function() return false end,
+                                       read_file = function(p) return files[p] end,
+                                       lock_workdir = function(d) files[d .. "/.bvlua.lock"] = "" end,
+                                       remove_tmp_leftovers = function() return {} end}},
                                 {__index = real_bv}))
   local ok, code = pcall(train.main, argv)
   io.stdout, io.stderr = real_out, real_err
@@ -521,6 +524,7 @@ T.test("train: a workdir gets config.json, then the config's trainer runs", func
   T.eq(out, "")
   T.eq(dirs, {"runs/b/"})
   T.eq(json.decode(files["runs/b/config.json"]).lr, 0.25)
+  T.eq(files["runs/b//.bvlua.lock"], "", "the workdir locked")
   T.eq(rawget(_G, "fake_trainer_call"), {lr = 0.25, workdir = "runs/b/", config_file = cfg})
   local train = require "bv.commands.train"
   T.raises(function() train.find_trainer("nope") end, "unknown trainer 'nope'")

@@ -56,6 +56,12 @@ T.test("the batch sequence does not depend on the number of workers", function()
   T.truthy(not T.deep_eq(a, d), "another seed, another order")
 end)
 
+T.test("a negative position is refused, naming it", function()
+  T.raises(function()
+    bv.data.training({data = data_cfg, batch_size = 5}, {seed = 0, position = -5})
+  end, "position must be 0 or more (examples already read), got -5")
+end)
+
 T.test("every epoch visits each example once (shuffle then repeat)", function()
   local it = bv.data.training({data = data_cfg, batch_size = 5, shuffle_buffer_size = 6},
                               {seed = 0, workers = 2})

@@ -158,6 +158,8 @@ config_keys.declare("input", {doc = "the training data (config.input)",
   keys = {
     {"batch_size", "int", nil, "examples per step, over all processes (required)"},
     {"prefetch", "int", 2, "batches prepared ahead"},
+    {"max_pixels", "int", 89478485, "images over height * width pixels are refused from their "
+      .. "header (bad examples; PIL's MAX_IMAGE_PIXELS)"},
   },
   -- A mixture's datasets: input.NAME for each NAME in input.data.
   dynamic = function(input, key)
