@@ -5,18 +5,22 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/fs.h"
+#include "core/quote.h"
 #include "lua_util.h"
 
 namespace bv::lua {
 
 namespace {
 
-// A path argument whole, a NUL included (fs:: refuses it; luaL_checkstring would cut it there).
+// A path argument, refused when it holds a NUL (the C calls would take it as the path's end).
 std::string path_arg(lua_State* L, int i) {
   size_t n = 0;
   const char* p = luaL_checklstring(L, i, &n);
-  return std::string(p, n);
+  std::string path(p, n);
+  BV_CHECK(path.find('\0') == std::string::npos, "a path holds a NUL byte: '", snippet(path), "'");
+  return path;
 }
 
 int fs_mkdirs(lua_State* L) {
@@ -70,10 +74,13 @@ int fs_truncate(lua_State* L) {
   return 0;
 }
 
-// bv.fs.lock_workdir(dir): this process is the workdir's one writer until it exits (core/fs.h)
+// bv.fs.lock_workdir(dir) -> nil, or a warning where the filesystem has no flock: this process
+// is the workdir's one writer until it exits (core/fs.h)
 int fs_lock_workdir(lua_State* L) {
-  fs::lock_workdir(path_arg(L, 1));
-  return 0;
+  std::string warning = fs::lock_workdir(path_arg(L, 1));
+  if (warning.empty()) return 0;
+  lua_pushstring(L, warning.c_str());
+  return 1;
 }
 
 // bv.fs.remove_tmp_leftovers(dir) -> the names of interrupted writers' *.tmp-<pid> files removed

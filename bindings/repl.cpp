@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/signals.h"
 #include "lua_util.h"
 
 namespace bv::lua {
@@ -70,6 +71,7 @@ void install_sigint(struct sigaction* previous) {
 
 // Runs the function below `nargs` arguments like pcall_traceback, with Ctrl-C armed.
 int call_interruptible(lua_State* L, int nargs, int nresults) {
+  clear_stop_request();  // a trainer run by an earlier command and stopped: this one starts anew
   g_hook_pending = 0;
   g_running.store(L);
   int status = pcall_traceback(L, nargs, nresults);

@@ -214,10 +214,14 @@ end
 function Writer:_failed(what, err, size)
   pcall(self._file.close, self._file)
   self._file = nil
-  local cut = size == nil or pcall(bv.fs.truncate, self.path, size)
+  local outcome = "the lines before it were flushed"
+  if size ~= nil then
+    outcome = pcall(bv.fs.truncate, self.path, size)
+        and "the file ends with the last whole line before it"
+        or "and it could not be cut back to its last whole line"
+  end
   error(string.format("metrics: cannot write %s to %s: %s; %s", what, self.path, tostring(err),
-                      cut and "the file ends with the last whole line before it"
-                          or "and it could not be cut back to its last whole line"), 0)
+                      outcome), 0)
 end
 
 -- Appends the step's line to the file (if anything was measured and this process writes).

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/quote.h"
 
 namespace bv::fs {
 
@@ -48,8 +49,7 @@ namespace {
 
 // A path from Lua or a data file may hold a NUL, which the C calls would take as its end.
 void check_path(const std::string& path) {
-  BV_CHECK(path.find('\0') == std::string::npos, "a path holds a NUL byte: '",
-           path.substr(0, path.find('\0')), "\\0...'");
+  BV_CHECK(path.find('\0') == std::string::npos, "a path holds a NUL byte: '", snippet(path), "'");
 }
 
 }  // namespace
@@ -134,17 +134,23 @@ long lock_pid_here(const std::string& holder) {
 
 }  // namespace
 
-void lock_workdir(const std::string& dir) {
+std::string lock_workdir(const std::string& dir) {
   static std::map<std::string, int> held;  // path -> fd, open for the process's life
   std::string path = dir + "/.bvlua.lock";
-  if (held.count(path)) return;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (held.count(path)) return "";
+  // Not close-on-exec: `train --nproc`'s ranks inherit the lock, which lives until the last of
+  // them has exited, even when their launcher is killed first.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   BV_CHECK(fd >= 0, "cannot open the workdir's lock file '", path, "': ", std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     std::string holder = lock_holder(fd);
     ::close(fd);
-    if (err == EWOULDBLOCK && lock_pid_here(holder) == static_cast<long>(::getppid())) return;
+    if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK) {
+      return "the filesystem of '" + dir + "' does not support flock (" + std::strerror(err) +
+             "): nothing stops a second bvlua train from writing there at the same time";
+    }
+    if (err == EWOULDBLOCK && lock_pid_here(holder) == static_cast<long>(::getppid())) return "";
     BV_CHECK(err != EWOULDBLOCK, "workdir '", dir,
              "' is in use: another bvlua train writes there (", holder, "; its lock: ", path,
              "). Wait for it to end or stop it, or use another "
@@ -157,21 +163,28 @@ void lock_workdir(const std::string& dir) {
             ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
   BV_CHECK(ok, "cannot write the workdir's lock file '", path, "': ", std::strerror(errno));
   held[path] = fd;
+  return "";
 }
 
 std::vector<std::string> remove_tmp_leftovers(const std::string& dir) {
   std::vector<std::string> removed;
-  std::string mine = ".tmp-" + std::to_string(::getpid());
+  std::string mine = std::to_string(::getpid());
   for (const std::string& name : list_dir(dir)) {
+    // "<name>.tmp-<pid>" (a file being written: fs::write_file, the checkpoint's writers), or a
+    // checkpoint's directory "ckpt-<step>.tmp-<pid>[.del]" (being saved, or being deleted).
     size_t at = name.rfind(".tmp-");
     if (at == std::string::npos || at == 0) continue;
     size_t digits = at + 5, end = digits;
     while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
-    if (end == digits || (end < name.size() && name[end] != '.')) continue;
-    if (name.compare(at, end - at, mine) == 0) continue;
+    if (end == digits || name.compare(digits, end - digits, mine) == 0) continue;
+    stdfs::path entry = stdfs::path(dir) / name;
     std::error_code ec;
-    stdfs::remove_all(stdfs::path(dir) / name, ec);
-    BV_CHECK(!ec, "cannot remove '", dir, "/", name,
+    bool checkpoint = name.rfind("ckpt-", 0) == 0 &&
+                      (end == name.size() || name.substr(end) == ".del");
+    bool file = end == name.size() && stdfs::is_regular_file(stdfs::symlink_status(entry, ec));
+    if (!checkpoint && !file) continue;
+    stdfs::remove_all(entry, ec);
+    BV_CHECK(!ec, "cannot remove '", entry.string(),
              "', left by an interrupted run: ", ec.message());
     removed.push_back(name);
   }

@@ -24,12 +24,14 @@ void truncate(const std::string& path, long long size);
 // (the kernel releases it when the process dies, so a killed run never leaves a stale lock). The
 // file says who holds it ("pid N on host H since TIME"). Fails naming the holder when another
 // process has it, except a holder that is this process's parent (`train --nproc`'s launcher,
-// which took the lock for its ranks). Taking it again in the same process is a no-op.
-void lock_workdir(const std::string& dir);
+// which took the lock for its ranks). Taking it again in the same process is a no-op. Returns a
+// warning where the filesystem has no flock (some network filesystems), else "".
+std::string lock_workdir(const std::string& dir);
 
-// Removes what interrupted writers left in `dir` (not below it): the entries named
-// "<name>.tmp-<pid>[.suffix]" of any process but this one. Call it only while holding the
-// workdir's lock (no other writer can be at work there). Returns the names removed.
+// Removes what interrupted writers left in `dir` (not below it), of any process but this one:
+// files named "<name>.tmp-<pid>" and checkpoint directories "ckpt-<step>.tmp-<pid>[.del]".
+// Call it only while holding the workdir's lock (no other writer can be at work there).
+// Returns the names removed.
 std::vector<std::string> remove_tmp_leftovers(const std::string& dir);
 
 }  // namespace bv::fs

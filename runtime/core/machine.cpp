@@ -127,18 +127,36 @@ int64_t mem_available() {
   return -1;
 }
 
-// What a cgroup limit leaves, or -1 without a limit.
+// A field of a cgroup's memory.stat ("inactive_file 123"), or 0.
+int64_t stat_field(const char* path, const std::string& field) {
+  std::ifstream in(path);
+  std::string name;
+  long long value = 0;
+  while (in >> name >> value) {
+    if (name == field) return value;
+  }
+  return 0;
+}
+
+// What a cgroup limit leaves, or -1 without a limit. The usage counts the page cache, which the
+// kernel takes back under pressure: its inactive part (files read once, e.g. the data) is left
+// out, as the kernel's own "available" figure leaves it out.
 int64_t cgroup_left() {
   struct Files {
-    const char *limit, *usage;
+    const char *limit, *usage, *stat, *inactive_file;
   };
-  const Files kFiles[] = {{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-                          {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                           "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  const Files kFiles[] = {
+      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat",
+       "inactive_file"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+       "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"}};
   for (const Files& f : kFiles) {
     int64_t limit = read_number(f.limit), usage = read_number(f.usage);
     // (v1 reports "no limit" as a huge number, which the meminfo figure undercuts)
-    if (limit > 0 && usage >= 0) return limit > usage ? limit - usage : 0;
+    if (limit > 0 && usage >= 0) {
+      usage = std::max<int64_t>(0, usage - stat_field(f.stat, f.inactive_file));
+      return limit > usage ? limit - usage : 0;
+    }
   }
   return -1;
 }
@@ -147,7 +165,7 @@ int64_t cgroup_left() {
 
 int64_t host_memory_available() {
   int64_t avail = mem_available(), left = cgroup_left();
-  if (avail < 0) return left < 0 ? 0 : left;
+  if (avail < 0) return left;
   return left < 0 ? avail : std::min(avail, left);
 }
 

@@ -32,7 +32,7 @@ void set_current_device(const std::string& device);
 std::vector<std::pair<std::string, int64_t>> device_memory_stats(const std::string& device);
 int cpu_cores();
 // The host memory this process can still take, in bytes: /proc/meminfo's MemAvailable, or less
-// when a cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) leaves less; 0 when unknown.
+// when a cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) leaves less; -1 when unknown.
 // What the input pipeline checks a batch's buffers against before it builds them.
 int64_t host_memory_available();
 // `bytes` for a message: "512 bytes", "12.3 KB", "4.0 GB" (powers of 1000).

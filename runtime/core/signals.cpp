@@ -23,10 +23,15 @@ extern "C" void on_stop_signal(int sig) {
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
+  // The flag is all the handler does: interrupted reads and waits (stdio, c10d's rendezvous)
+  // go on rather than fail with EINTR.
+  sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 }
+
+void clear_stop_request() { g_signal.store(0); }
 
 void release_stop_signals(bool handle) {
   if (handle) install_stop_handlers();

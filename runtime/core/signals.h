@@ -12,6 +12,7 @@ namespace bv {
 // SIGTERM and SIGINT set the flag; a second SIGINT kills as usual. A request made before
 // (e.g. during start-up) is kept.
 void install_stop_handlers();
+void clear_stop_request();  // a new run in the same process (a REPL command) starts unstopped
 bool stop_requested();
 const char* stop_signal_name();  // "SIGTERM", "SIGINT" or ""
 

@@ -238,7 +238,7 @@ bool Pipeline::next(Example* batch) {
 void Pipeline::check_fits(const Example& first) {
   size_checked_ = true;
   int64_t memory = opts_.memory_bytes < 0 ? host_memory_available() : opts_.memory_bytes;
-  if (memory <= 0) return;
+  if (memory < 0) return;  // unknown (no /proc/meminfo, no cgroup limit)
   double per_example = static_cast<double>(example_bytes(first));
   double held = static_cast<double>(opts_.prefetch_batches) + 2;
   double need = per_example * static_cast<double>(opts_.batch_size) * held;

@@ -13,6 +13,8 @@
 
 #include "core/autocast.h"
 #include "core/error.h"
+#include "core/notes.h"
+#include "core/quote.h"
 #include "core/tensor_util.h"
 #include "models/model.h"
 #include "models/remat.h"
@@ -101,11 +103,11 @@ ViTConfig parse_config(const json& cfg) {
         found = true;
       }
     }
-    BV_CHECK(found, "vit: unknown variant '", v, "' (sizes: mu, Ti, S, M, B, L, So400m, H, g, ",
-             "g-opt, G, G-opt, e; e.g. \"B/16\")");
+    BV_CHECK(found, "vit: unknown variant '", snippet(v),
+             "' (sizes: mu, Ti, S, M, B, L, So400m, H, g, ", "g-opt, G, G-opt, e; e.g. \"B/16\")");
     if (v.find('/') != std::string::npos) {
       std::string patch = v.substr(v.find('/') + 1);
-      std::string where = str(config_key("variant"), " '", v, "'");
+      std::string where = str(config_key("variant"), " '", snippet(v), "'");
       BV_CHECK(!patch.empty() && patch.find_first_not_of("0123456789") == std::string::npos,
                "vit: ", where, ": the patch size after '/' must be a whole number");
       BV_CHECK(patch.size() <= 9, "vit: ", where, ": the patch size is too large");
@@ -157,10 +159,18 @@ ViTConfig parse_config(const json& cfg) {
   BV_CHECK(c.width % c.num_heads == 0, "vit: width ", c.width, " (", config_key("width"),
            " or the variant's) is not divisible by num_heads ", c.num_heads, " (",
            config_key("num_heads"), " or the variant's)");
-  BV_CHECK(c.image_h % c.patch_h == 0 && c.image_w % c.patch_w == 0, "vit: the image size ",
-           c.image_h, "x", c.image_w, " (", config_key("image_size"),
-           "; the training images' size when it is not set) is not divisible into ", c.patch_h, "x",
-           c.patch_w, " patches (", patch_from, ")");
+  BV_CHECK(c.image_h >= c.patch_h && c.image_w >= c.patch_w, "vit: the image size ", c.image_h, "x",
+           c.image_w, " (", config_key("image_size"),
+           "; the training images' size when it is not set) is smaller than one ", c.patch_h, "x",
+           c.patch_w, " patch (", patch_from, ")");
+  // Not an error: big_vision's patch convolution (VALID, stride = patch) drops the pixels that
+  // do not fill a patch, and standard checkpoints rely on it (So400m/14 at 384: 27x27 patches).
+  if (c.image_h % c.patch_h != 0 || c.image_w % c.patch_w != 0) {
+    post_note(str("vit: the image size ", c.image_h, "x", c.image_w, " is not divisible into ",
+                  c.patch_h, "x", c.patch_w, " patches (", patch_from, "): the last ",
+                  c.image_h % c.patch_h, " rows and ", c.image_w % c.patch_w,
+                  " columns of each image are not seen, as in big_vision"));
+  }
   BV_CHECK(c.posemb != "sincos2d" || c.width % 4 == 0, "vit: sincos2d needs width % 4 == 0");
   return c;
 }

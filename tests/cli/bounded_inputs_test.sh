@@ -41,9 +41,9 @@ train_fast "patch size 0" --config.model.variant=mu/0
 expect_rc 1 "patch size 0"
 expect_in err "vit: model.variant 'mu/0': the patch size must be positive" "patch size 0"
 
-train_fast "image size" --config.model.variant=mu/7
+train_fast "image size" --config.model.variant=mu/64
 expect_rc 1 "image size"
-expect_in err "vit: the image size 32x32 (model.image_size; the training images' size when it is not set) is not divisible into 7x7 patches (model.variant 'mu/7')" "image size"
+expect_in err "vit: the image size 32x32 (model.image_size; the training images' size when it is not set) is smaller than one 64x64 patch (model.variant 'mu/64')" "image size"
 
 train_fast "batch_size 1e9" --config.input.batch_size=1000000000
 expect_rc 1 "batch_size 1e9"

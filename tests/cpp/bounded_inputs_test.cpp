@@ -12,6 +12,7 @@
 
 #include "core/json_util.h"
 #include "core/machine.h"
+#include "core/notes.h"
 #include "core/quote.h"
 #include "data/pipeline.h"
 #include "image/codec.h"
@@ -176,9 +177,15 @@ TEST_CASE("models refuse zero and indivisible dimensions, naming the config key"
   CHECK(vit_error({{"variant", "mu/0"}}) ==
         "vit: model.variant 'mu/0': the patch size must be positive");
   CHECK(contains(vit_error({{"variant", "mu/99999999999999999999"}}), "too large"));
-  CHECK(contains(vit_error({{"variant", "mu/8"}, {"image_size", 30}}),
-                 "vit: the image size 30x30 (model.image_size; the training images' size when it "
-                 "is not set) is not divisible into 8x8 patches (model.variant 'mu/8')"));
+  CHECK(contains(vit_error({{"variant", "mu/8"}, {"image_size", 6}}),
+                 "vit: the image size 6x6 (model.image_size; the training images' size when it "
+                 "is not set) is smaller than one 8x8 patch (model.variant 'mu/8')"));
+  // Not divisible: big_vision drops the pixels that do not fill a patch; a note says so.
+  bv::take_notes();
+  vit.param_specs({{"variant", "mu/8"}, {"image_size", 30}});
+  auto notes = bv::take_notes();
+  REQUIRE(notes.size() == 1);
+  CHECK(contains(notes[0], "the image size 30x30 is not divisible into 8x8 patches"));
   CHECK(contains(vit_error({{"variant", "mu/8"}, {"num_heads", 3}}),
                  "width 32 (model.width or the variant's) is not divisible by num_heads 3"));
   CHECK(vit_error({{"variant", "mu/8"}, {"depth", 0}}) ==

@@ -196,8 +196,8 @@ end)
 T.test("models name the config key of a bad dimension", function()
   T.raises(function() bv.models.build("vit", {variant = "mu/0"}) end,
            "vit: model.variant 'mu/0': the patch size must be positive")
-  T.raises(function() bv.models.build("vit", {variant = "mu/8", image_size = 20}) end,
-           "is not divisible into 8x8 patches (model.variant 'mu/8')")
+  T.raises(function() bv.models.build("vit", {variant = "mu/8", image_size = 6}) end,
+           "is smaller than one 8x8 patch (model.variant 'mu/8')")
   T.raises(function() bv.models.build("proj.paligemma.paligemma", {img = {variant = "mu/0"}}) end,
            "vit: model.img.variant 'mu/0'")
 end)

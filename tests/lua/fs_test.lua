@@ -39,12 +39,13 @@ T.test("leftovers of interrupted writers go, this process's and other files stay
   local pid = bv.fs.read_file("/proc/self/stat"):match("^(%d+)")
   local dir = tmp .. "/left"
   bv.fs.mkdirs(dir .. "/ckpt-000000004.tmp-999999.del")
+  bv.fs.mkdirs(dir .. "/backup.tmp-2024")  -- a directory of the user's, not a bvlua leftover
   for _, name in ipairs({"config.json.tmp-999998", "config.json", "notes.tmp-x",
                          "LAST.tmp-" .. pid}) do
     bv.fs.write_file(dir .. "/" .. name, "x")
   end
   T.eq(bv.fs.remove_tmp_leftovers(dir), {"ckpt-000000004.tmp-999999.del", "config.json.tmp-999998"})
-  T.eq(bv.fs.list(dir), {"LAST.tmp-" .. pid, "config.json", "notes.tmp-x"})
+  T.eq(bv.fs.list(dir), {"LAST.tmp-" .. pid, "backup.tmp-2024", "config.json", "notes.tmp-x"})
 end)
 
 T.run()

@@ -224,12 +224,15 @@ function M.main(argv)
   local guard <close> = workdir_guard()  -- a failure before the first step: the new workdir goes
   if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
     local fs = native_fs()
-    if not fs.exists(opts.workdir) then guard.workdir = opts.workdir end
+    local made = not fs.exists(opts.workdir)
     fs.mkdirs(opts.workdir)
     -- One writer per workdir, for the whole run (a second `bvlua train` stops here, naming this
     -- one); --nproc's ranks run under this process's lock. Holding it, whatever *.tmp-<pid>
     -- files are there were left by interrupted writers.
-    fs.lock_workdir(opts.workdir)
+    local no_lock = fs.lock_workdir(opts.workdir)
+    if no_lock then log.warn("%s", no_lock) end
+    -- Armed only now: a trainer refused the lock never removes the holder's new workdir.
+    if made then guard.workdir = opts.workdir end
     local leftovers = fs.remove_tmp_leftovers(opts.workdir)
     if #leftovers > 0 then
       log.note("Removed what an interrupted run left in %s: %s", opts.workdir,
