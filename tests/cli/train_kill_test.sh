@@ -8,8 +8,8 @@
 # or when it is gone (renamed; LAST and retention under way). After each kill the next run must
 # resume from the newest checkpoint on disk (whether or not LAST had been updated) and the
 # metrics file must hold no step twice once it is resumed. Then one run is killed during its final
-# evaluation and one right after its last checkpoint is in place (during the old one's deletion),
-# and the finished run is started once more. At the end: the final tensors are byte-identical to
+# evaluation and one inside the deletion of the old checkpoint (after the last one is in place),
+# and the finished run is started once more (it removes the half-deleted directory). At the end: the final tensors are byte-identical to
 # the uninterrupted run's, the metrics file has every step 0..30 exactly once, and its
 # training_loss values are those of the uninterrupted run, bit for bit.
 # Usage: train_kill_test.sh path/to/bvlua
@@ -145,8 +145,8 @@ done
 inside=$((before_rename + before_last))
 
 # Two kills at the end of the run: during the final evaluation (its step's line and checkpoint
-# not written yet), then right after the last checkpoint is in place (LAST, the old checkpoint's
-# deletion and the run's end under way).
+# not written yet), then inside the old checkpoint's deletion, after the last checkpoint is in
+# place and LAST names it.
 SLOW_EVAL=1 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/eval_kill.out" 2>&1 &
 pid=$!
 for _ in $(seq 1 1200); do
@@ -159,17 +159,19 @@ kill -KILL "$pid" 2>/dev/null
 [ "$rc" -eq 137 ] || { cat "$TMP/eval_kill.out"; fail "the run to kill in its final evaluation ended with $rc"; }
 [ ! -d "$W/$(printf 'ckpt-%09d' "$TOTAL")" ] || fail "killed in the final evaluation, yet the last checkpoint exists"
 echo "kill in the final evaluation: newest checkpoint $(newest_ckpt)"
+# The old checkpoint gets 30,000 extra files, so that deleting it (after the last checkpoint is
+# in place and LAST names it) takes long enough to be watched and killed.
+newest=$(newest_ckpt)
+mkdir "$W/$newest/slow_to_delete"
+(cd "$W/$newest/slow_to_delete" && seq 1 30000 | xargs touch) || fail "making files to delete"
 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/last_kill.out" 2>&1 &
 pid=$!
-watch_for "$W/$(printf 'ckpt-%09d' "$TOTAL")" there
+watch_for "$W/$newest.tmp-$pid.del" there
 kill -KILL "$pid" 2>/dev/null
 { wait "$pid"; rc=$?; } 2>/dev/null
-if [ "$rc" -eq 137 ]; then
-  deleting=$(compgen -G "$W/ckpt-*.tmp-$pid.*" >/dev/null && echo ", inside the old checkpoint's deletion")
-  echo "kill after the last checkpoint$deleting: LAST $(cat "$W/LAST")"
-else
-  echo "the run to kill after its last checkpoint ended first (rc $rc)"
-fi
+[ "$rc" -eq 137 ] || { cat "$TMP/last_kill.out"; fail "the run to kill in its old checkpoint's deletion ended with $rc"; }
+[ -d "$W/$newest.tmp-$pid.del" ] || fail "the kill did not land inside the deletion of $newest"
+echo "kill inside the deletion of $newest, after the last checkpoint: LAST $(cat "$W/LAST")"
 expect_resume=$(printf 'ckpt-%09d' "$TOTAL")
 
 # Started again, the finished run trains and evaluates nothing and adds no line.
@@ -177,15 +179,14 @@ train "$W" >"$TMP/final.out" 2>&1 || { cat "$TMP/final.out"; fail "the final run
 grep -q "^NOTE: Resumed from .*$expect_resume at step" "$TMP/final.out" ||
   { cat "$TMP/final.out"; fail "the final run did not resume from $expect_resume"; }
 grep -q "had finished" "$TMP/final.out" || { cat "$TMP/final.out"; fail "the final run did not say the run had finished"; }
+grep -q "Removed what an interrupted run left in $W: $newest.tmp-$pid.del" "$TMP/final.out" ||
+  { cat "$TMP/final.out"; fail "the final run did not remove the half-deleted $newest"; }
 interrupted=$((SECONDS - start))
 train "$TMP/ref" >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "the reference run failed"; }
 
 # Bit-identical parameters and optimizer state.
 last_dir=$(printf 'ckpt-%09d' "$TOTAL")
-# (The kill after the last checkpoint may have come before LAST named it: the finished run,
-# started again, writes nothing, and its loader said it took the newer checkpoint.)
-[ "$(cat "$W/LAST")" = "$last_dir" ] || grep -q "$last_dir is newer and valid" "$TMP/final.out" ||
-  fail "LAST is $(cat "$W/LAST"), not $last_dir"
+[ "$(cat "$W/LAST")" = "$last_dir" ] || fail "LAST is $(cat "$W/LAST"), not $last_dir"
 cmp "$W/$last_dir/tensors.safetensors" "$TMP/ref/$last_dir/tensors.safetensors" ||
   fail "the final tensors differ from the uninterrupted run's"
 
