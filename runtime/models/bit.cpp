@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "models/model.h"
 
 namespace bv::models {
@@ -35,12 +36,12 @@ BitConfig parse_config(const json& cfg) {
   if (cfg.contains("num_classes") && !cfg["num_classes"].is_null()) {
     BV_CHECK(cfg["num_classes"].is_number_integer() && cfg["num_classes"].get<int64_t>() > 0,
              "bit: ", config_key("num_classes"), " must be a positive integer, got ",
-             cfg["num_classes"].dump());
+             snippet(cfg["num_classes"].dump()));
     c.num_classes = cfg["num_classes"].get<int64_t>();
   }
   if (cfg.contains("width")) {
     BV_CHECK(cfg["width"].is_number() && cfg["width"].get<double>() > 0,
-             "bit: width must be a positive number, got ", cfg["width"].dump());
+             "bit: width must be a positive number, got ", snippet(cfg["width"].dump()));
     c.width = cfg["width"].get<double>();
     // (a width past this makes int(64 * width) overflow before anything else could refuse it)
     BV_CHECK(c.width <= 1 << 20, "bit: ", config_key("width"), " ", c.width,
@@ -58,12 +59,13 @@ BitConfig parse_config(const json& cfg) {
              " stages; at most 8 are built (BiT has 4)");
     for (const auto& d : depth) {
       BV_CHECK(d.is_number_integer() && d.get<int64_t>() > 0, "bit: ", config_key("depth"),
-               " must list positive numbers of units per stage, got ", depth.dump());
+               " must list positive numbers of units per stage, got ", snippet(depth.dump()));
       c.blocks.push_back(d.get<int64_t>());
     }
   } else {
     BV_CHECK(depth.is_number_integer(), "bit: ", config_key("depth"),
-             " must be 26, 50, 101, 152, 200 or a list of units per stage, got ", depth.dump());
+             " must be 26, 50, 101, 152, 200 or a list of units per stage, got ",
+             snippet(depth.dump()));
     int64_t d = depth.get<int64_t>();
     if (d == 26) c.blocks = {2, 2, 2, 2};
     else if (d == 50) c.blocks = {3, 4, 6, 3};

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/notes.h"
+#include "core/quote.h"
 #include "core/tensor_util.h"
 #include "models/gemma.h"
 #include "models/model.h"
@@ -86,7 +87,8 @@ GemmaConfig parse_config(const json& cfg) {
   auto set_int = [&](const char* key, int64_t* out) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
       BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0,
-               "gemma: ", config_key(key), " must be a positive integer, got ", cfg[key].dump());
+               "gemma: ", config_key(key), " must be a positive integer, got ",
+               snippet(cfg[key].dump()));
       *out = cfg[key].get<int64_t>();
     }
   };
@@ -111,17 +113,19 @@ GemmaConfig parse_config(const json& cfg) {
   // a config never trains differently from what it says.
   if (cfg.contains("dropout") && !cfg["dropout"].is_null()) {
     BV_CHECK(cfg["dropout"].is_number() && cfg["dropout"].get<double>() == 0,
-             "gemma: dropout=", cfg["dropout"].dump(),
+             "gemma: dropout=", snippet(cfg["dropout"].dump()),
              " is not implemented (only 0, big_vision's default)");
   }
   if (cfg.contains("embed_dtype") && !cfg["embed_dtype"].is_null()) {
-    BV_CHECK(cfg["embed_dtype"] == "float32", "gemma: embed_dtype=", cfg["embed_dtype"].dump(),
+    BV_CHECK(cfg["embed_dtype"] == "float32",
+             "gemma: embed_dtype=", snippet(cfg["embed_dtype"].dump()),
              " is not implemented "
              "(only float32; for bf16 compute use config.autocast = \"bfloat16\")");
   }
   if (cfg.contains("cache_dtype") && !cfg["cache_dtype"].is_null()) {
     const json& d = cfg["cache_dtype"];
-    BV_CHECK(d == "float32" || d == "bfloat16" || d == "float16", "gemma: cache_dtype=", d.dump(),
+    BV_CHECK(d == "float32" || d == "bfloat16" || d == "float16",
+             "gemma: cache_dtype=", snippet(d.dump()),
              " is not one of \"float32\", \"bfloat16\", \"float16\"");
     c.cache_dtype = dtype_from_name(d.get<std::string>());
   }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "models/model.h"
 #include "models/vit.h"
 
@@ -63,7 +64,7 @@ TextConfig parse_config(const json& cfg) {
     if (cfg.contains(key) && !cfg[key].is_null()) {
       BV_CHECK(cfg[key].is_number_integer() && cfg[key].get<int64_t>() > 0,
                "text_transformer: ", config_key(key), " must be a positive integer, got ",
-               cfg[key].dump());
+               snippet(cfg[key].dump()));
       *out = cfg[key].get<int64_t>();
     }
   };
@@ -78,7 +79,7 @@ TextConfig parse_config(const json& cfg) {
     const json& d = cfg["dropout"];
     BV_CHECK(d.is_number() && d.get<double>() >= 0 && d.get<double>() < 1,
              "text_transformer: ", config_key("dropout"), " must be a rate in [0, 1), got ",
-             d.dump());
+             snippet(d.dump()));
     c.enc.dropout = d.get<double>();
   }
   if (cfg.contains("scan")) c.enc.scan = cfg["scan"].get<bool>();

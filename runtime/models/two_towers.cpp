@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "models/model.h"
 
 namespace bv::models {
@@ -37,7 +38,7 @@ TowersConfig parse_config(const json& cfg) {
       std::string want = std::string(key) == "image_model" ? "vit"
                                                            : "proj.image_text.text_transformer";
       BV_CHECK(cfg[key] == want, "two_towers: only ", key, "='", want, "' is built, got ",
-               cfg[key].dump());
+               snippet(cfg[key].dump()));
     }
   }
   TowersConfig c;
@@ -51,7 +52,7 @@ TowersConfig parse_config(const json& cfg) {
   for (const json& d : dims) {
     BV_CHECK(d.is_null() || (d.is_number_integer() && d.get<int64_t>() > 0),
              "two_towers: ", config_key("out_dim"),
-             " must be a positive integer, None or two of them, got ", out_dim.dump());
+             " must be a positive integer, None or two of them, got ", snippet(out_dim.dump()));
   }
   c.img["num_classes"] = dims[0];
   c.txt["num_classes"] = dims[1];
@@ -59,7 +60,7 @@ TowersConfig parse_config(const json& cfg) {
     const json& t = cfg["temperature_init"];
     // (stored as its log)
     BV_CHECK(t.is_number() && t.get<double>() > 0, "two_towers: ", config_key("temperature_init"),
-             " must be a positive number, got ", t.dump());
+             " must be a positive number, got ", snippet(t.dump()));
     c.temperature_init = t.get<double>();
   }
   if (cfg.contains("bias_init") && !cfg["bias_init"].is_null()) {

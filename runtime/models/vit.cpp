@@ -63,14 +63,15 @@ const Variant kVariants[] = {
 
 int64_t positive_int(const json& v, const char* key) {
   BV_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, "vit: ", config_key(key),
-           " must be a positive integer, got ", v.dump());
+           " must be a positive integer, got ", snippet(v.dump()));
   return v.get<int64_t>();
 }
 
 // A size given as N or [h, w].
 void read_pair(const json& v, const char* key, int64_t* h, int64_t* w) {
   if (v.is_array()) {
-    BV_CHECK(v.size() == 2, "vit: ", config_key(key), " must be N or [h, w], got ", v.dump());
+    BV_CHECK(v.size() == 2, "vit: ", config_key(key), " must be N or [h, w], got ",
+             snippet(v.dump()));
     *h = positive_int(v[0], key);
     *w = positive_int(v[1], key);
   } else {
@@ -92,7 +93,7 @@ ViTConfig parse_config(const json& cfg) {
   std::string patch_from = "the default patch";
   if (cfg.contains("variant") && !cfg["variant"].is_null()) {
     BV_CHECK(cfg["variant"].is_string(), "vit: ", config_key("variant"),
-             " must be a string such as \"B/16\", got ", cfg["variant"].dump());
+             " must be a string such as \"B/16\", got ", snippet(cfg["variant"].dump()));
     std::string v = cfg["variant"].get<std::string>();
     std::string size = v.substr(0, v.find('/'));
     bool found = false;
@@ -135,7 +136,7 @@ ViTConfig parse_config(const json& cfg) {
   }
   if (auto v = get("dropout")) {
     BV_CHECK(v->is_number() && v->get<double>() >= 0 && v->get<double>() < 1,
-             "vit: ", config_key("dropout"), " must be a rate in [0, 1), got ", v->dump());
+             "vit: ", config_key("dropout"), " must be a rate in [0, 1), got ", snippet(v->dump()));
     c.dropout = v->get<double>();
   }
   if (auto v = get("pool_type")) c.pool_type = v->get<std::string>();
@@ -147,7 +148,8 @@ ViTConfig parse_config(const json& cfg) {
     BV_CHECK(v->is_string() &&
                  (v->get<std::string>() == "float32" || v->get<std::string>() == "bfloat16" ||
                   v->get<std::string>() == "float16"),
-             "vit: dtype_mm=", v->dump(), " is not one of \"float32\", \"bfloat16\", \"float16\"");
+             "vit: dtype_mm=", snippet(v->dump()),
+             " is not one of \"float32\", \"bfloat16\", \"float16\"");
     c.dtype_mm = v->get<std::string>();
   }
   if (c.mlp_dim == 0) c.mlp_dim = 4 * c.width;

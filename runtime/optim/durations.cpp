@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "optim/optimizer.h"
 
 namespace bv::optim {
@@ -29,13 +30,14 @@ int64_t to_integer(double x) {
 int64_t steps(const std::string& prefix, const nlohmann::json& config, int64_t data_size,
               int64_t batch_size, int64_t total_steps, int64_t fallback) {
   BV_CHECK(config.is_object() || config.is_null(), "steps('", prefix,
-           "'): the config must be an object, got ", config.dump());
+           "'): the config must be an object, got ", snippet(config.dump()));
   // A key counts when it is present, not null and >= 0 (negative values switch it off).
   std::vector<std::string> matches;
   for (const char* suffix : {"steps", "examples", "epochs", "percent"}) {
     std::string key = prefix + "_" + suffix;
     if (!config.is_object() || !config.contains(key) || config[key].is_null()) continue;
-    BV_CHECK(config[key].is_number(), "'", key, "' must be a number, got ", config[key].dump());
+    BV_CHECK(config[key].is_number(), "'", key, "' must be a number, got ",
+             snippet(config[key].dump()));
     if (config[key].get<double>() >= 0) matches.push_back(key);
   }
   if (matches.size() > 1) {

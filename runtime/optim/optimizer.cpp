@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "core/regex.h"
 #include "core/tensor_util.h"
 #include "optim/config_util.h"
@@ -115,16 +116,16 @@ std::vector<std::pair<std::string, json>> schedule_entries(const json& config) {
     return {{".*", sched.is_object() ? sched : json::object()}};
   }
   BV_CHECK(sched.is_array(), "config.schedule must be an object or a list of [regex, schedule] ",
-           "pairs, got ", sched.dump());
+           "pairs, got ", snippet(sched.dump()));
   std::vector<std::pair<std::string, json>> out;
   for (size_t i = 0; i < sched.size(); ++i) {
     const json& e = sched[i];
     std::string what = str("config.schedule[", i + 1, "]");
     BV_CHECK(e.is_array() && e.size() == 2 && e[0].is_string(), what,
-             " must be a [regex, schedule] pair, got ", e.dump());
+             " must be a [regex, schedule] pair, got ", snippet(e.dump()));
     const json& s = e[1];
     BV_CHECK(s.is_object() || s.is_null() || s == json(false), what,
-             ": a schedule is an object, or null/false to freeze, got ", s.dump());
+             ": a schedule is an object, or null/false to freeze, got ", snippet(s.dump()));
     out.emplace_back(e[0].get<std::string>(), s.is_object() ? s : json(nullptr));
   }
   return out;
@@ -136,7 +137,8 @@ Optimizer::Optimizer(const json& config,
                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
                      const ScheduleContext& ctx)
     : impl_(std::make_unique<Impl>()) {
-  BV_CHECK(config.is_object(), "optimizer: the config must be an object, got ", config.dump());
+  BV_CHECK(config.is_object(), "optimizer: the config must be an object, got ",
+           snippet(config.dump()));
   // Options big_vision dropped: refuse them rather than silently ignore them.
   BV_CHECK(!config.contains("optim"), "config.optim is deprecated: use config.optax");
   BV_CHECK(!config.contains("weight_decay"), "config.weight_decay is deprecated: use config.wd");
