@@ -24,9 +24,19 @@ void exec_in_child(int parent, int out_fd, int err_fd, char** argv, char** envp)
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing blocked, except for bvlua itself (a rank, a sweep's job): SIGTERM and SIGINT stay
+  // pending until its stop handlers exist, so that one sent while libtorch loads is a stop
+  // request, not a death (core/signals.h).
+  sigset_t mask;
+  sigemptyset(&mask);
+  // (No allocation here, between fork and exec: another thread may have held malloc's lock.)
+  const char* slash = std::strrchr(argv[0], '/');
+  const char* name = slash ? slash + 1 : argv[0];
+  if (std::strcmp(name, "bvlua-core") == 0 || std::strcmp(name, "bvlua") == 0) {
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+  }
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   ::execve(argv[0], argv, envp);

@@ -26,7 +26,9 @@ void signal_process(int pid, int sig);
 
 // The child's half of starting a process, between fork and exec (async-signal-safe calls only):
 // dies with `parent` (PR_SET_PDEATHSIG), its own process group, default SIGINT/SIGTERM/SIGPIPE
-// and no blocked signals, stdout/stderr onto out_fd/err_fd (-1: kept), then execve; exit code
+// and no blocked signals (bvlua itself, named bvlua or bvlua-core: SIGTERM and SIGINT blocked
+// until its stop handlers exist, core/signals.h), stdout/stderr onto out_fd/err_fd (-1: kept),
+// then execve; exit code
 // 127 with a message naming argv[0] when that fails. Also the launcher's (distributed/launch.cpp).
 [[noreturn]] void exec_in_child(int parent, int out_fd, int err_fd, char** argv, char** envp);
 
