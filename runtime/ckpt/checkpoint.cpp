@@ -271,9 +271,12 @@ void read_manifest_fields(const json& manifest, const std::string& dir, LoadedCh
   out.state_json = manifest["state"].dump();
 }
 
-// A note for the error of a save that failed before publishing: what a resume has instead.
-std::string previous_checkpoint_note(const std::string& workdir) {
+// A note for the error of a save of `step` that failed before publishing: what a resume has
+// instead. (Checkpoints of later steps are not it: they are what this run resumed past, being
+// invalid, or it would have resumed from them.)
+std::string previous_checkpoint_note(const std::string& workdir, int64_t step) {
   std::vector<int64_t> steps = list_checkpoints(workdir);
+  while (!steps.empty() && steps.back() > step) steps.pop_back();
   if (steps.empty()) return "there is no earlier checkpoint in '" + workdir + "' yet";
   return "the previous checkpoint, '" + join(workdir, checkpoint_dir_name(steps.back())) +
          "' (step " + std::to_string(steps.back()) + "), is intact";
@@ -293,7 +296,7 @@ std::string previous_checkpoint_note(const std::string& workdir) {
                                  ec.message() + "; the loader ignores it)"
                            : "nothing of it is left";
   fail("cannot save checkpoint step ", step, " in '", workdir, "': ", cause, "; ", removed,
-       ", and ", previous_checkpoint_note(workdir));
+       ", and ", previous_checkpoint_note(workdir, step));
 }
 
 }  // namespace

@@ -216,6 +216,14 @@ TEST_CASE("a save that fails to write says which checkpoint is intact and leaves
     CHECK(contains(msg, "manifest.json" + too_large));
     CHECK(contains(msg, intact));
   }
+  SECTION("a later checkpoint (one a resume went past) is not the one named") {
+    // (A copy under a later step's name: saving one would delete step 1 as an old checkpoint.)
+    stdfs::copy(dir_of(w, 1), dir_of(w, 7), stdfs::copy_options::recursive);
+    msg = error_with_file_limit(
+        64, [&] { ck::save_checkpoint(w, 2, tensors_of(2), trainer_state("40"), false); });
+    CHECK(contains(msg, intact));
+    stdfs::remove_all(dir_of(w, 7));
+  }
   SECTION("re-saving the same step fails: the one of that step is intact") {
     msg = error_with_file_limit(
         64, [&] { ck::save_checkpoint(w, 1, tensors_of(5), trainer_state("50"), true); });
