@@ -96,6 +96,20 @@ int bv_handle_stop_signals(lua_State* L) {
   return 0;
 }
 
+// bv.stop_progress{announce = bool, step = N, saved = M}: what a SIGINT/SIGTERM tells the user
+// at once (core/signals.h): whether to (the process at the terminal), the step under way, the
+// last checkpoint's step (-1 or absent: none).
+int bv_stop_progress(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_getfield(L, 1, "announce") != LUA_TNIL) stop_announcements(lua_toboolean(L, -1));
+  lua_getfield(L, 1, "step");
+  lua_getfield(L, 1, "saved");
+  stop_progress(static_cast<long>(luaL_optinteger(L, -2, -1)),
+                static_cast<long>(luaL_optinteger(L, -1, -1)));
+  lua_pop(L, 3);
+  return 0;
+}
+
 int bv_stop_requested(lua_State* L) {
   if (!stop_requested()) {
     lua_pushboolean(L, false);
@@ -317,6 +331,7 @@ int open_native(lua_State* L) {
       BV_FN("rematch", bv_rematch),
       BV_FN("handle_stop_signals", bv_handle_stop_signals),
       BV_FN("stop_requested", bv_stop_requested),
+      BV_FN("stop_progress", bv_stop_progress),
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

@@ -16,6 +16,14 @@ void clear_stop_request();  // a new run in the same process (a REPL command) st
 bool stop_requested();
 const char* stop_signal_name();  // "SIGTERM", "SIGINT" or ""
 
+// What the handler tells the user at once (on the process that talks to the terminal): at the
+// first signal, what will happen ("stopping after step N ... with a checkpoint; Ctrl-C again to
+// stop at once without saving"); at a second SIGINT, what is kept ("the last checkpoint is step
+// M"). stop_progress keeps it current: the step under way (-1: not training yet) and the last
+// checkpoint's step (-1: none).
+void stop_announcements(bool on);
+void stop_progress(long step, long saved_step);
+
 // Unblocks SIGTERM and SIGINT (blocked by the launcher across exec); with `handle`, the stop
 // handlers are installed first, so that a signal held pending becomes a stop request.
 void release_stop_signals(bool handle);

@@ -3,7 +3,8 @@
 # metrics file byte-identical and says it had finished; a SIGTERM during the final evaluation
 # stops with a checkpoint; a SIGTERM during start-up leaves nothing behind; one writer per
 # workdir (a second trainer is refused, naming the holder's pid; a SIGKILLed holder leaves no
-# stale lock); leftovers of interrupted writers are removed by the next run; a full disk during
+# stale lock); leftovers of interrupted writers are removed by the next run; a Ctrl-C says at
+# once what it will do, and a second one what it kept (issue 32); a full disk during
 # training ends with an error or a complete metrics file, never a silent gap (on a small tmpfs:
 # skipped with a message where mounting is not allowed). Usage: train_faults_test.sh path/to/bvlua
 set -u
@@ -154,7 +155,32 @@ expect_rc 0 "after a killed holder"
 expect_in out "Removed what an interrupted run left in $W: ckpt-000000007.tmp-999999.del, ckpt-000000009.tmp-999998, config.json.tmp-999997" "leftovers: said"
 check "leftovers removed: $(tmp_leftovers "$W")" [ -z "$(tmp_leftovers "$W")" ]
 
-# 5. The disk fills up for a second during training (a 3 MiB tmpfs, filled by dd): an error that
+# 5. Ctrl-C during an evaluation says at once what will happen; a second one, 0.3 s later,
+# stops without saving and says which checkpoint is kept; the run then resumes from it.
+W=$TMP/double_int
+SLOW_EVAL=1 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" --config.total_steps 12 \
+  --config.ckpt_steps 4 --config.evals.val.log_steps 6 >"$TMP/di.out" 2>"$TMP/di.err" &
+pid=$!
+wait_for_text "$TMP/di.out" "val evaluation..." || echo "(the evaluation at step 6 was not seen)"
+kill -INT "$pid"
+sleep 0.3
+cp "$TMP/di.err" "$TMP/err"
+: >"$TMP/out"
+expect_in err "bvlua: SIGINT received in step 6: stopping after it (and its evaluations, when due) with a checkpoint; Ctrl-C again to stop at once without saving" "first Ctrl-C: said at once"
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+cp "$TMP/di.err" "$TMP/err"
+expect_rc 130 "second Ctrl-C"
+expect_in err "bvlua: second SIGINT: stopped at once without saving; the last checkpoint is step 4 (the same command resumes from it)" "second Ctrl-C: what is kept"
+check "second Ctrl-C: the newest checkpoint is step 4" [ "$(ls "$W" | grep '^ckpt-' | tail -n 1)" = ckpt-000000004 ]
+run train --workdir "$W" --config.total_steps 12 --config.ckpt_steps 4 --config.evals.val.log_steps 6
+expect_rc 0 "after the second Ctrl-C: resumed"
+expect_in out "Resumed from $W/ckpt-000000004 at step 4" "after the second Ctrl-C: from step 4"
+check "after the second Ctrl-C: steps 0..12 once" \
+  [ "$(steps_of "$W/big_vision_metrics.txt")" = "$(seq 0 12 | tr '\n' ' ')" ]
+
+# 6. The disk fills up for a second during training (a 3 MiB tmpfs, filled by dd): an error that
 # names the full disk, with a metrics file of whole lines and no gap, or a complete run; then
 # the run resumes to the end with every step exactly once.
 mkdir -p "$MNT"

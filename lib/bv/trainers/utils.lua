@@ -32,6 +32,8 @@
 --                          bv.device): parameters and batches go there (to_device)
 --   progress, mw, chrono   the progress line, the metrics writer, the clock (a bv.chrono Chrono)
 --   checkpoint             the checkpoint to resume from (bv.ckpt.load), or nil
+--   saved_step             the step of the last checkpoint on disk (what a second Ctrl-C keeps),
+--                          or nil
 --   train_iter, ntrain, batch_size, total_steps    the training data and how long to train
 --   skip_errors            whether the training data skips bad examples (input.skip_errors, or
 --                          a mixture dataset's): log_training and finish count them
@@ -263,6 +265,10 @@ function M.start(config, workdir, run)
   local checkpoint = bv.ckpt.load(workdir, {tensors = false})
   if checkpoint and checkpoint.warning then log.warn("%s", checkpoint.warning) end
   state.checkpoint = checkpoint
+  -- A SIGINT/SIGTERM says at once what it will do and, a second SIGINT, what is kept
+  -- (core/signals.h): on rank 0, the process whose output the user reads.
+  state.saved_step = checkpoint and checkpoint.step or nil
+  bv.stop_progress({announce = shard.rank == 0, saved = state.saved_step})
   if shard.rank == 0 then M.agree_with_checkpoint(workdir, checkpoint and checkpoint.step) end
 
   state.batch_size = config.input.batch_size
@@ -570,6 +576,7 @@ function M.step_start(state, step)
     state.profiling = step
   end
   if state.profiling then bv.profiler.step(step) end
+  bv.stop_progress({step = step, saved = state.saved_step})
   state.mw:step_start(step)
   local batch
   if state.first_batch then
@@ -669,6 +676,8 @@ local function save_checkpoint(state, params, step, keep)
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
   end
+  state.saved_step = step
+  bv.stop_progress({step = step, saved = step})
   if shard.world > 1 then
     -- The other ranks wait for rank 0's write here, on the store, rather than in their next
     -- collective, whose timeout (300 s) a large checkpoint's write can outlast. A lost rank 0
@@ -779,6 +788,7 @@ function M.finish(state)
   end
   state.mw:close()
   state.progress:finish()
+  bv.stop_progress({announce = false})
   log.note("Done!\n%s", state.chrono:summary())
 end
 
