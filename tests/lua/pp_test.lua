@@ -168,6 +168,17 @@ T.test("build: empty segments are skipped, errors name the op", function()
   T.raises(function() pp.build("test_boom")({}) end, "pp op 'test_boom': kaput")
 end)
 
+T.test("check: unknown ops with a suggestion, bad syntax, nothing built", function()
+  local built = 0
+  pp.register("test_counted", function() built = built + 1; return function(d) return d end end,
+              "test_counted()")
+  pp.check("test_counted|test_counted")
+  T.eq(built, 0)
+  T.raises(function() pp.check("test_countd") end,
+           "unknown op 'test_countd' in 'test_countd' (did you mean 'test_counted'?)")
+  T.raises(function() pp.check("test_counted(") end, "test_counted(")
+end)
+
 T.test("random ops get the rng handed to the pp function", function()
   pp.register("test_rand", function() return function(d, rng) d.r = rng:uniform(); return d end end,
               "test_rand()")

@@ -214,7 +214,11 @@ function M.lookup(seg)
   local name, args, kwargs = M.parse_op(seg)
   local entry = registry[name]
   if not entry then
-    error(string.format("pp: unknown op '%s' in '%s'", name, shown(seg)), 0)
+    local names = {}
+    for known in pairs(registry) do names[#names + 1] = known end
+    table.sort(names)
+    error(string.format("pp: unknown op '%s' in '%s'%s", name, shown(seg),
+                        require("bv.suggest").did_you_mean(name, names)), 0)
   end
   return function(call)
     call = call or {}
@@ -291,6 +295,15 @@ function M.segments(spec)
     if seg:find("%S") then out[#out + 1] = seg:match("^%s*(.-)%s*$") end
   end
   return out
+end
+
+-- Checks that every op of `spec` parses and exists, without building any (no files opened):
+-- what a trainer does in its own process before the data workers start. Errors as build's.
+function M.check(spec)
+  if spec ~= nil and type(spec) ~= "string" then
+    error("pp.check: expected a pp string, got " .. type(spec), 2)
+  end
+  for _, seg in ipairs(M.segments(spec)) do M.lookup(seg) end
 end
 
 -- Returns fn(data, rng) -> data applying every op of `spec` in order. Errors while building or

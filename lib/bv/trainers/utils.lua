@@ -271,6 +271,7 @@ function M.start(config, workdir, run)
   bv.stop_progress({announce = shard.rank == 0, saved = state.saved_step})
   if shard.rank == 0 then M.agree_with_checkpoint(workdir, checkpoint and checkpoint.step) end
 
+  M.check_pp_strings(config, run.config_file)
   state.batch_size = config.input.batch_size
   state.train_iter, state.ntrain = bv.data.training(config.input, {
     seed = config.seed or 0, config = run.config_file, rank = shard.rank, world = shard.world,
@@ -314,6 +315,33 @@ function M.stopped_before_start(where, stop)
   if stop then
     error(string.format("%s received %s: stopped before the first step (nothing was trained "
                         .. "or saved)", stop, where), 0)
+  end
+end
+
+-- The config's pp strings (training data, each dataset of a mixture, each evaluator) name ops
+-- that exist, the config's own (its register_pp_ops, run here too) included: a typo is said
+-- now, naming its key ("input.pp: pp: unknown op 'resise' ... (did you mean 'resize'?)"), not by
+-- a data worker that fails to start.
+function M.check_pp_strings(config, config_file)
+  if config_file then require("bv.config").register_pp_ops(config_file) end
+  local function check(key, spec)
+    local ok, err = pcall(bv.pp.check, spec)
+    if not ok then error(key .. ": " .. tostring(err), 0) end
+  end
+  local input = config.input or {}
+  if type(input.pp) == "string" then check("input.pp", input.pp) end
+  if type(input.data) == "table" and input.data.name == nil then
+    for name in pairs(input.data) do
+      local sub = input[name]
+      if type(sub) == "table" and type(sub.pp) == "string" then check("input." .. name .. ".pp", sub.pp) end
+    end
+  end
+  for name, e in pairs(type(config.evals) == "table" and config.evals or {}) do
+    for _, key in ipairs({"pp", "pp_fn"}) do  -- (big_vision's evaluators say pp_fn)
+      if type(e) == "table" and type(e[key]) == "string" then
+        check("evals." .. tostring(name) .. "." .. key, e[key])
+      end
+    end
   end
 end
 
