@@ -23,6 +23,15 @@ std::string path_arg(lua_State* L, int i) {
   return path;
 }
 
+// Pushes a Lua list of the names.
+void push_names(lua_State* L, const std::vector<std::string>& names) {
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
 int fs_mkdirs(lua_State* L) {
   fs::mkdirs(path_arg(L, 1));
   return 0;
@@ -46,12 +55,7 @@ int fs_cwd(lua_State* L) {
 
 // bv.fs.list(dir) -> the names in dir, sorted
 int fs_list(lua_State* L) {
-  std::vector<std::string> names = fs::list_dir(path_arg(L, 1));
-  lua_createtable(L, static_cast<int>(names.size()), 0);
-  for (size_t i = 0; i < names.size(); ++i) {
-    lua_pushstring(L, names[i].c_str());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
+  push_names(L, fs::list_dir(path_arg(L, 1)));
   return 1;
 }
 
@@ -85,12 +89,7 @@ int fs_lock_workdir(lua_State* L) {
 
 // bv.fs.remove_tmp_leftovers(dir) -> the names of interrupted writers' *.tmp-<pid> files removed
 int fs_remove_tmp_leftovers(lua_State* L) {
-  std::vector<std::string> names = fs::remove_tmp_leftovers(path_arg(L, 1));
-  lua_createtable(L, static_cast<int>(names.size()), 0);
-  for (size_t i = 0; i < names.size(); ++i) {
-    lua_pushstring(L, names[i].c_str());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
+  push_names(L, fs::remove_tmp_leftovers(path_arg(L, 1)));
   return 1;
 }
 

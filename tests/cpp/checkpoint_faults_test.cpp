@@ -42,6 +42,9 @@ using TempDir = bv::test::TempDir;
 
 namespace {
 
+using bv::test::read_bytes;
+using bv::test::write_bytes;
+
 ck::NamedTensors tensors_of(int64_t step) {
   return {{"params/w", at::full({4, 3}, static_cast<double>(step), at::kFloat)},
           {"opt/count", at::full(at::IntArrayRef{}, step, at::kLong)}};
@@ -51,19 +54,6 @@ ck::NamedTensors tensors_of(int64_t step) {
 std::string trainer_state(const std::string& position) {
   return R"({"chrono": {"accum_examples_seen": 40, "accum_train_time": 1.5}, "data_position": )" +
          position + R"(, "world": 1})";
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void write_bytes(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-  REQUIRE(out.good());
 }
 
 std::string dir_of(const std::string& workdir, int64_t step) {

@@ -36,18 +36,8 @@ using TempDir = bv::test::TempDir;
 
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void write_bytes(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  REQUIRE(out.good());
-}
+using bv::test::read_bytes;
+using bv::test::write_bytes;
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');

@@ -30,6 +30,9 @@ using bv::test::TempDir;
 
 namespace {
 
+using bv::test::read_bytes;
+using bv::test::write_bytes;
+
 std::string temp_dir() {
   static TempDir dir;
   REQUIRE(!dir.path.empty());
@@ -37,19 +40,6 @@ std::string temp_dir() {
 }
 
 std::string temp_path(const std::string& name) { return temp_dir() + "/" + name; }
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string from_hex(const std::string& hex) {
   std::string out;

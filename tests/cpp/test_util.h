@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -44,5 +46,19 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+// A file's whole contents, and writing them (a failed write fails the test).
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+inline void write_bytes(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  REQUIRE(out.good());
+}
 
 }  // namespace bv::test
