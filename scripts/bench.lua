@@ -1,5 +1,5 @@
 -- scripts/bench's driver (run by bvlua; scripts/bench installs the peers first). Every number of
--- the README's speed section comes from here: each side measured in its own process, the sides
+-- scripts/bench_results/README.md comes from here: each side measured in its own process, the sides
 -- alternating ROUNDS times and compared by their medians, printed as tables and written as JSON.
 --   bvlua run scripts/bench.lua [SECTION...] [--json FILE] [--compare OLD.json] [--rounds N]
 -- SECTIONs (default: all but sharding):

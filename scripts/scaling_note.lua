@@ -5,7 +5,7 @@
 -- (m:param_shapes()), the owners from bv.sharding's own planner, the optimizer state's shapes
 -- from bv.optim (an optimizer that owns nothing keeps only shapes, though building it zeroes
 -- each state tensor once on the CPU: most of this script's 10-20 s). It prints markdown (the
--- README's "Scaling on paper" tables).
+-- tables of scripts/scaling_note.md).
 --
 -- What is modelled is what bvlua does today (runtime/distributed/fsdp.cpp, dist.cpp,
 -- lib/bv/sharding.lua):
