@@ -2,13 +2,18 @@
 // trainers' --profile START:STOP and bv.profile (lib/bv/profile.lua) use it.
 //   bv.profiler.start{cuda = false}
 //   bv.profiler.step(5)                       -- "ProfilerStep#5" in the trace, until the next
+//   bv.profiler.push_range("eval/acc")        -- a named range inside it, until
+//   bv.profiler.pop_range()
 //   local r = bv.profiler.stop("trace.json")  --> {wall_s, steps, steps_s, outside_ops_s,
 //                                             --     ops = {{name, calls, self_s, total_s,
-//                                             --             device}, ...}}
+//                                             --             device}, ...},
+//                                             --     ranges = {{name, calls, self_s,
+//                                             --                total_s}, ...}}
 //   bv.profiler.running()
 #include <lua.hpp>
 
 #include <string>
+#include <vector>
 
 #include "core/profiler.h"
 #include "lua_util.h"
@@ -45,18 +50,22 @@ int profiler_step(lua_State* L) {
   return 0;
 }
 
-int profiler_stop(lua_State* L) {
-  profiler::Result r = profiler::stop(luaL_checkstring(L, 1));
-  lua_createtable(L, 0, 5);
-  set_seconds(L, "wall_s", r.wall_ns);
-  lua_pushinteger(L, r.steps);
-  lua_setfield(L, -2, "steps");
-  set_seconds(L, "steps_s", r.steps_ns);
-  set_seconds(L, "outside_ops_s", r.outside_ops_ns);
-  lua_createtable(L, static_cast<int>(r.ops.size()), 0);
-  for (size_t i = 0; i < r.ops.size(); ++i) {
-    const profiler::OpTime& op = r.ops[i];
-    lua_createtable(L, 0, 6);
+int profiler_push_range(lua_State* L) {
+  profiler::push_range(luaL_checkstring(L, 1));
+  return 0;
+}
+
+int profiler_pop_range(lua_State*) {
+  profiler::pop_range();
+  return 0;
+}
+
+// Pushes the list of ops as {{name, calls, self_s, total_s, device}, ...}.
+void push_ops(lua_State* L, const std::vector<profiler::OpTime>& ops) {
+  lua_createtable(L, static_cast<int>(ops.size()), 0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const profiler::OpTime& op = ops[i];
+    lua_createtable(L, 0, 5);
     lua_pushstring(L, op.name.c_str());
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, op.calls);
@@ -67,7 +76,20 @@ int profiler_stop(lua_State* L) {
     lua_setfield(L, -2, "device");
     lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
   }
+}
+
+int profiler_stop(lua_State* L) {
+  profiler::Result r = profiler::stop(luaL_checkstring(L, 1));
+  lua_createtable(L, 0, 6);
+  set_seconds(L, "wall_s", r.wall_ns);
+  lua_pushinteger(L, r.steps);
+  lua_setfield(L, -2, "steps");
+  set_seconds(L, "steps_s", r.steps_ns);
+  set_seconds(L, "outside_ops_s", r.outside_ops_ns);
+  push_ops(L, r.ops);
   lua_setfield(L, -2, "ops");
+  push_ops(L, r.ranges);
+  lua_setfield(L, -2, "ranges");
   return 1;
 }
 
@@ -78,6 +100,8 @@ void open_profiler(lua_State* L) {
   static const luaL_Reg functions[] = {BV_FN("start", profiler_start),
                                        BV_FN("running", profiler_running),
                                        BV_FN("step", profiler_step),
+                                       BV_FN("push_range", profiler_push_range),
+                                       BV_FN("pop_range", profiler_pop_range),
                                        BV_FN("stop", profiler_stop),
                                        {nullptr, nullptr}};
   luaL_newlib(L, functions);

@@ -65,9 +65,12 @@ std::vector<OpTime> summarize(std::vector<Event> events) {
 
 namespace {
 
-// The recording under way: the step range open now, when it began.
+// The recording under way: the step range open now and the named ranges inside it, innermost
+// last, when it began.
 struct Recording {
   std::unique_ptr<at::RecordFunction> step;
+  std::vector<std::unique_ptr<at::RecordFunction>> ranges;
+  std::vector<std::string> range_names;  // every name pushed, once, in the order first pushed
   std::chrono::steady_clock::time_point began;
   int64_t steps = 0;
   bool cuda = false;  // the GPU's kernels are recorded too
@@ -113,19 +116,46 @@ void start(bool cuda) {
   g_recording->cuda = cuda;
 }
 
+// Ends the open named ranges, innermost first (a RecordFunction's destructor ends its range).
+void end_ranges(Recording& recording) {
+  while (!recording.ranges.empty()) recording.ranges.pop_back();
+}
+
+std::unique_ptr<at::RecordFunction> open_range(const std::string& name) {
+  auto range = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (range->isActive()) range->before(name);
+  return range;
+}
+
 void mark_step(int64_t step) {
   if (!g_recording) return;
-  g_recording->step.reset();  // its destructor ends the previous step's range
-  g_recording->step = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
-  if (g_recording->step->isActive()) {
-    g_recording->step->before(std::string(kStepPrefix) + std::to_string(step));
-  }
+  end_ranges(*g_recording);
+  g_recording->step.reset();
+  g_recording->step = open_range(std::string(kStepPrefix) + std::to_string(step));
   g_recording->steps += 1;
+}
+
+void push_range(const std::string& name) {
+  if (!g_recording) return;
+  BV_CHECK(!name.empty() && name.rfind(kStepPrefix, 0) != 0,
+           "profiler: a range's name must "
+           "be non-empty and not begin with '",
+           kStepPrefix, "', got '", name, "'");
+  std::vector<std::string>& names = g_recording->range_names;
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  g_recording->ranges.push_back(open_range(name));
+}
+
+void pop_range() {
+  if (!g_recording) return;
+  BV_CHECK(!g_recording->ranges.empty(), "profiler: pop_range with no range open");
+  g_recording->ranges.pop_back();
 }
 
 Result stop(const std::string& trace_path) {
   BV_CHECK(g_recording, "profiler: no recording is under way (start one first)");
   std::unique_ptr<Recording> recording = std::move(g_recording);
+  end_ranges(*recording);
   recording->step.reset();
   // As torch.profiler: the step's range closed, then the GPU waited for, then Kineto stopped.
   if (recording->cuda) synchronize_cuda();
@@ -148,10 +178,16 @@ Result stop(const std::string& trace_path) {
     events.push_back(std::move(e));
   }
   std::vector<OpTime> ops = summarize(std::move(events));
+  const std::vector<std::string>& names = recording->range_names;
+  out.ranges.resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i) out.ranges[i].name = names[i];
   for (OpTime& op : ops) {
+    auto named = std::find(names.begin(), names.end(), op.name);
     if (!op.on_device && op.name.rfind(kStepPrefix, 0) == 0) {
       out.steps_ns += op.total_ns;
       out.outside_ops_ns += op.self_ns;
+    } else if (!op.on_device && named != names.end()) {
+      out.ranges[named - names.begin()] = std::move(op);
     } else {
       out.ops.push_back(std::move(op));
     }

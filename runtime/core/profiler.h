@@ -43,11 +43,19 @@ void start(bool cuda);
 bool running();
 
 // Ends the previous step's range (if any) and opens "ProfilerStep#<step>". No-op when not
-// recording.
+// recording. The named ranges still open end first.
 void mark_step(int64_t step);
 
+// Opens a range named `name` (e.g. "eval/acc") inside the ranges open now, in the trace as the
+// steps' are, until pop_range(). No-op when not recording.
+void push_range(const std::string& name);
+
+// Ends the innermost named range. No-op when not recording; fails if none is open.
+void pop_range();
+
 struct Result {
-  std::vector<OpTime> ops;     // summarize()'s, the step ranges excluded (see steps_ns)
+  std::vector<OpTime> ops;     // summarize()'s, the step and named ranges excluded
+  std::vector<OpTime> ranges;  // the named ranges (push_range), in the order first opened
   int64_t wall_ns = 0;         // from start() to stop()
   int64_t steps = 0;           // step ranges recorded (mark_step calls)
   int64_t steps_ns = 0;        // their time, and of it, the time no op of libtorch ran on

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -114,4 +115,51 @@ TEST_CASE("profiler records libtorch ops and writes a Chrome trace", "[profiler]
   std::string msg = error_of([&] { bv::profiler::stop(dir.path + "/no/such/dir/t.json"); });
   CHECK(contains(msg, "no/such/dir/t.json"));
   CHECK_FALSE(bv::profiler::running());
+}
+
+TEST_CASE("profiler named ranges: apart from the ops, nested in their step in the trace",
+          "[profiler]") {
+  bv::test::TempDir dir("bv_profiler_ranges");
+  std::string trace = dir.path + "/t.pt.trace.json";
+  auto a = at::randn({64, 64});
+  bv::profiler::push_range("ignored");  // not recording: nothing
+  CHECK_NOTHROW(bv::profiler::pop_range());
+  bv::profiler::start(false);
+  bv::profiler::mark_step(1);
+  auto c = at::mm(a, a);
+  bv::profiler::push_range("eval/acc");
+  c = at::relu(at::mm(c, a));
+  bv::profiler::pop_range();
+  CHECK(contains(error_of([] { bv::profiler::pop_range(); }), "no range open"));
+  CHECK(contains(error_of([] { bv::profiler::push_range("ProfilerStep#9"); }), "ProfilerStep#"));
+  bv::profiler::mark_step(2);
+  bv::profiler::push_range("checkpoint");
+  bv::profiler::push_range("eval/acc");  // left open: the next step (here stop) ends both
+  c = at::mm(c, a);
+  auto r = bv::profiler::stop(trace);
+  REQUIRE(r.ranges.size() == 2);
+  CHECK(r.ranges[0].name == "eval/acc");
+  CHECK(r.ranges[0].calls == 2);
+  CHECK(r.ranges[0].self_ns <= r.ranges[0].total_ns);
+  CHECK(r.ranges[1].name == "checkpoint");
+  CHECK(r.ranges[1].calls == 1);
+  CHECK(r.ranges[1].self_ns < r.ranges[1].total_ns);  // it holds the second eval/acc
+  CHECK(r.ranges[0].total_ns + r.outside_ops_ns <= r.steps_ns);
+  for (const OpTime& op : r.ops) CHECK(op.name != "eval/acc");
+  CHECK(find(r.ops, "aten::mm").calls == 3);
+
+  auto j = nlohmann::json::parse(bv::fs::read_file(trace));
+  double step1_ts = -1, step1_end = -1;
+  std::vector<double> eval_ts;
+  for (const auto& e : j.at("traceEvents")) {
+    if (!e.contains("name") || !e.contains("ts") || !e.contains("dur")) continue;
+    double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+    if (e["name"] == "ProfilerStep#1") step1_ts = ts, step1_end = end;
+    if (e["name"] == "eval/acc") eval_ts.push_back(ts);
+  }
+  REQUIRE(eval_ts.size() == 2);
+  std::sort(eval_ts.begin(), eval_ts.end());
+  CHECK(eval_ts[0] >= step1_ts);
+  CHECK(eval_ts[0] <= step1_end);
+  CHECK(eval_ts[1] > step1_end);
 }
