@@ -321,28 +321,11 @@ end
 -- The config's pp strings (training data, each dataset of a mixture, each evaluator) name ops
 -- that exist, the config's own (its register_pp_ops, run here too) included: a typo is said
 -- now, naming its key ("input.pp: pp: unknown op 'resise' ... (did you mean 'resize'?)"), not by
--- a data worker that fails to start.
+-- a data worker that fails to start. (bv.preflight lists them all for `bvlua train --dry-run`.)
 function M.check_pp_strings(config, config_file)
   if config_file then require("bv.config").register_pp_ops(config_file) end
-  local function check(key, spec)
-    local ok, err = pcall(bv.pp.check, spec)
-    if not ok then error(key .. ": " .. tostring(err), 0) end
-  end
-  local input = config.input or {}
-  if type(input.pp) == "string" then check("input.pp", input.pp) end
-  if type(input.data) == "table" and input.data.name == nil then
-    for name in pairs(input.data) do
-      local sub = input[name]
-      if type(sub) == "table" and type(sub.pp) == "string" then check("input." .. name .. ".pp", sub.pp) end
-    end
-  end
-  for name, e in pairs(type(config.evals) == "table" and config.evals or {}) do
-    for _, key in ipairs({"pp", "pp_fn"}) do  -- (big_vision's evaluators say pp_fn)
-      if type(e) == "table" and type(e[key]) == "string" then
-        check("evals." .. tostring(name) .. "." .. key, e[key])
-      end
-    end
-  end
+  local problems = require("bv.preflight").pp_problems(config)
+  if problems[1] then error(problems[1], 0) end
 end
 
 -- Whether an input section skips bad examples: its own skip_errors, or a mixture dataset's.
@@ -761,7 +744,7 @@ function M.end_of_step(state, step, params, loss)
     local evaluated = false
     for _, e in ipairs(state.evals) do
       if chrono.itstime(step, e.log_steps or 0, state.total_steps, {first = false}) then
-        run_eval(state, e, params, step)
+        profile.range("eval/" .. e.name, run_eval, state, e, params, step)
         evaluated = true
       end
     end
@@ -775,7 +758,7 @@ function M.end_of_step(state, step, params, loss)
   state.mw:step_end()
   if save then
     state.mw:sync()
-    save_checkpoint(state, params, step, keep)
+    profile.range("checkpoint", save_checkpoint, state, params, step, keep)
   end
   if state.profiling and (stop or step >= state.run.profile.stop) then write_profile(state, step) end
   if stop then
