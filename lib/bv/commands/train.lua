@@ -23,7 +23,12 @@ that holds a checkpoint resumes from it.
 
 options:
   --workdir DIR          where the run writes its files (required unless --dry-run)
-  --dry-run              print the resolved config as JSON and stop
+  --dry-run              print the resolved config as JSON (stdout) and check it without
+                         training: pp strings and their ops, evaluator types, data files,
+                         the model's name and options, model_init, the optimizer and its
+                         schedule, the number of steps. Says "ok" or lists every problem,
+                         each naming its config key (stderr); exits 1 on a problem. Draws,
+                         allocates and (without --workdir) writes nothing
   --nproc N              start N processes on this machine (one per GPU, or CPU processes)
                          joined by c10d; under torchrun or another launcher, RANK,
                          WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say the same
@@ -48,8 +53,9 @@ options:
   -h, --help             show this help
 
 exit codes:
-  0  success (trained, or --dry-run or --help)
-  1  an error (config, override, data, training; the message names it)
+  0  success (trained, --dry-run found no problem, or --help)
+  1  an error (config, override, data, training; the message names it), or the problems
+     --dry-run found
   2  usage error
 ]]
 
@@ -182,6 +188,24 @@ local function workdir_guard()
   end})
 end
 
+-- --dry-run: the config's JSON on stdout, then its notes and "ok", or every problem
+-- (bv.preflight), on stderr. Returns whether there was none (then the workdir, if given, gets
+-- its config.json as a run's would).
+function M.dry_run_ok(spec, cfg, text)
+  local problems, notes = require("bv.preflight").problems(spec, cfg)
+  io.stdout:write(text)
+  io.stdout:flush()
+  for _, n in ipairs(notes) do io.stderr:write("NOTE: ", n, "\n") end
+  if #problems == 0 then
+    io.stderr:write("bvlua train --dry-run: ok\n")
+    return true
+  end
+  io.stderr:write(string.format("bvlua train --dry-run: %d problem%s in %s:\n", #problems,
+                                #problems == 1 and "" or "s", spec))
+  for _, p in ipairs(problems) do io.stderr:write("  ", p, "\n") end
+  return false
+end
+
 -- Runs `bvlua train` with the words after "train"; returns the process exit code.
 function M.main(argv)
   local opts, err = config.parse_cli(argv or {})
@@ -220,6 +244,7 @@ function M.main(argv)
   end
   utils.stopped_before_start("while the config was read")
   local text = config.to_json(cfg, 2) .. "\n"
+  if opts.dry_run and not M.dry_run_ok(opts.config, cfg, text) then return 1 end
   local saved_to
   local guard <close> = workdir_guard()  -- a failure before the first step: the new workdir goes
   if opts.workdir and bv.dist.env().rank == 0 then  -- of several processes, rank 0 writes
@@ -242,10 +267,7 @@ function M.main(argv)
     keep_changed_config(fs, opts.workdir, saved_to, text)
     fs.write_file(saved_to, text)
   end
-  if opts.dry_run then
-    io.stdout:write(text)
-    return 0
-  end
+  if opts.dry_run then return 0 end
   -- config.json shows None as null; the trainer gets None as absent (bv.config_keys).
   cfg = config_keys.without_nulls(cfg)
   local trainer = M.find_trainer(cfg.trainer)
