@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `bvlua runs`: the tutorial's ranking table from workdirs (written here as a trainer would:
 # config.json and big_vision_metrics.txt): only the config values that differ, the last step,
-# the last and best value of the metric, best first; --metric, --min, --csv, --json; a directory
-# of runs; errors name the path.
+# the last and best value of the metric, ranked by the last; --metric, --min, --csv, --json; a
+# directory of runs; errors name the path. runs_table_test.sh: long values, width, --keys.
 # Usage: runs_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: runs_test.sh path/to/bvlua}")
@@ -24,13 +24,14 @@ run a 0.001 10 0.50 0.60
 run b 0.0003 10 0.80 0.70
 run c 0.001 30 0.40 0.65
 
+export COLUMNS=100
 "$BVLUA" runs "$TMP/runs" >"$TMP/out" 2>&1 || fail "runs exited with $?"
-head -1 "$TMP/out" | grep -Eq '^run +lr +total_epochs +step +last eval/acc/prec@1 +best eval/acc/prec@1$' \
-  || fail "header: only the keys that differ, then step, last, best"
+head -1 "$TMP/out" | grep -Eq '^run +lr +total_epochs +step +last eval/acc/prec@1 \(ranked\) +best$' \
+  || fail "header: only the keys that differ, then step, last (ranked by), best"
 grep -q 'model.depth\|seed' "$TMP/out" && fail "keys that are the same everywhere are shown"
 order=$(tail -n +2 "$TMP/out" | awk '{print $1}' | xargs -n1 basename | tr -d '\n')
 [ "$order" = bca ] || fail "best first: expected b, c, a, got $order"
-grep -Eq 'runs/b +0.0003 +10 +10 +0.7 +0.8$' "$TMP/out" || fail "b's row"
+grep -Eq '^b +0.0003 +10 +10 +0.7 +0.8$' "$TMP/out" || fail "b's row (named below runs/)"
 
 "$BVLUA" runs "$TMP/runs/a" "$TMP/runs/b" --metric training_loss --csv >"$TMP/out" 2>&1 \
   || fail "--csv exited with $?"
@@ -40,10 +41,12 @@ grep -q ',0.7,0.7$' "$TMP/out" || fail "a loss ranks smaller first, best 0.7"
 "$BVLUA" runs "$TMP/runs" --json >"$TMP/out" 2>&1 || fail "--json exited with $?"
 "$BVLUA" -e "
 local rows = require('bv.json').decode(io.open('$TMP/out'):read('a'))
-assert(#rows == 3 and rows[1].best == 0.8 and rows[1].lr == '0.0003', 'json rows')" \
+assert(#rows == 3 and rows[1].best == 0.8 and rows[1].lr == 0.0003, 'json rows')" \
   || fail "--json"
 "$BVLUA" runs "$TMP/runs" --min >"$TMP/out" 2>&1
-[ "$(sed -n 2p "$TMP/out" | awk '{print $1}' | xargs basename)" = c ] || fail "--min puts c first"
+[ "$(sed -n 2p "$TMP/out" | awk '{print $1}' | xargs basename)" = a ] || fail "--min puts a first"
+"$BVLUA" runs "$TMP/runs" --min --best >"$TMP/out" 2>&1
+[ "$(sed -n 2p "$TMP/out" | awk '{print $1}' | xargs basename)" = c ] || fail "--min --best: c"
 
 "$BVLUA" runs "$TMP/nothere" >"$TMP/out" 2>&1
 [ $? -eq 1 ] && grep -q "runs: '.*nothere' is not a directory" "$TMP/out" || fail "missing dir"
