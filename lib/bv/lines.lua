@@ -38,12 +38,13 @@ M.DRAW_SIZE = "12,000 images, 49 MB"
 -- Set to 1, it lets prepare draw into a directory outside the current one.
 M.ANYWHERE_ENV = "BV_LINES_ANYWHERE"
 
--- Whether `path` lies under the current directory: relative and never climbing above it with
--- "..", or absolute and below bv.fs.cwd(). Only the text is compared (no symbolic links).
+-- Whether `path` is the current directory or lies below it: relative and never climbing above
+-- it with "..", or absolute and bv.fs.cwd() or below. Only the text is compared (no symbolic
+-- links followed).
 local function under_cwd(path)
   local cwd = bv.fs.cwd()
   if path:sub(1, 1) == "/" then
-    if path:sub(1, #cwd + 1) ~= cwd .. "/" then return false end
+    if path ~= cwd and path:sub(1, #cwd + 1) ~= cwd .. "/" then return false end
     path = path:sub(#cwd + 2)
   end
   local depth = 0
@@ -51,7 +52,7 @@ local function under_cwd(path)
     if seg == ".." then depth = depth - 1 elseif seg ~= "." then depth = depth + 1 end
     if depth < 0 then return false end
   end
-  return depth > 0
+  return true
 end
 
 -- What prepare would do for config `c`: nil when its training data is not the lines data set's

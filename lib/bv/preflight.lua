@@ -108,7 +108,8 @@ end
 -- The data files and directories; a missing one the config's prepare makes is a note. Returns
 -- the training examples (nil when unknown: a file missing or unreadable).
 local function data_problems(cfg, prepare, out, notes)
-  local plan = prepare and prepare == lines.prepare and lines.plan(cfg)
+  local draws_lines = prepare ~= nil and prepare == lines.prepare  -- we know what it makes
+  local plan = draws_lines and lines.plan(cfg)
   if plan and plan.refused then out[#out + 1] = plan.refused end
   local drawn = plan and plan.dir .. "/"
   local ntrain, prepared = 0, false
@@ -122,7 +123,7 @@ local function data_problems(cfg, prepare, out, notes)
           plan.dir)
       end
       prepared = true
-    elseif not ok and prepare then
+    elseif not ok and prepare and not draws_lines then
       notes[#notes + 1] = string.format("%s: %s is not there yet; the config's prepare, which "
         .. "bvlua train runs first, may make it", d.key, tostring(path))
     elseif not ok then
