@@ -219,7 +219,8 @@ local function steps_problems(cfg, ntrain, out, notes)
   local input = type(cfg.input) == "table" and cfg.input or {}
   local batch = input.batch_size
   if input.data ~= nil and (math.type(batch) ~= "integer" or batch < 1) then
-    out[#out + 1] = "input.batch_size: must be a positive integer, got " .. bv.snippet(tostring(batch))
+    out[#out + 1] = "input.batch_size: must be a positive integer, got "
+                    .. bv.snippet(tostring(batch))
     batch = nil
   end
   local total
@@ -243,8 +244,8 @@ local function steps_problems(cfg, ntrain, out, notes)
     if c.optax_name == nil then c.optax = nil end
     c.optax_name, c.lr = c.optax_name or "big_vision.sgd", c.lr or 1.0
   end
-  local ok, err = pcall(bv.optim.new, json.encode(c, {what = "config"}), {},
-                        {total_steps = total or 0, batch_size = batch or 0, data_size = ntrain or 0})
+  local sizes = {total_steps = total or 0, batch_size = batch or 0, data_size = ntrain or 0}
+  local ok, err = pcall(bv.optim.new, json.encode(c, {what = "config"}), {}, sizes)
   err = not ok and message(err)
   if err and not (ntrain == nil and err:find("data_size", 1, true))
      and not (total == nil and err:find("total_steps", 1, true)) then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `bvlua train` run from another directory than the one a config's relative data path is
 # relative to: the error names the path, the config key, the current directory, and (the lines
-# data set) the command that draws it. Usage: data_paths_test.sh path/to/bvlua
+# data set) the command that draws it. A lines config's prepare refuses to draw outside the
+# current directory. Usage: data_paths_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: data_paths_test.sh path/to/bvlua}")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,4 +31,21 @@ grep -q "cannot open" "$TMP/out" && fail "the old message"
 cd "$ROOT" || fail "cd root"
 "$BVLUA" -e "print(require('bv.lines').how_to_make('x/lines/val.jsonl'))" >"$TMP/out" 2>&1
 grep -qx "bvlua run scripts/make_lines.lua x/lines" "$TMP/out" || fail "the relative script"
+# A lines config's prepare draws only below the current directory: data=/nonexistent/lines (a
+# typo, say) is refused with nothing made, naming the directory and BV_LINES_ANYWHERE; with it,
+# the drawing is said first (into a directory that cannot be made, so that it fails at once).
+cd "$TMP/elsewhere" || fail "cd elsewhere"
+"$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal,data=/nonexistent/lines" --workdir w \
+  >"$TMP/out" 2>&1
+[ $? -eq 1 ] || fail "outside: exit code"
+grep -qF "bv.lines: refusing to draw the lines data set (12,000 images, 49 MB) into /nonexistent/lines (input.data.fname: /nonexistent/lines/train.jsonl), outside the current directory $TMP/elsewhere: is the path mistyped? To draw it there, run bvlua run $ROOT/scripts/make_lines.lua /nonexistent/lines, or set BV_LINES_ANYWHERE=1 and train again" "$TMP/out" \
+  || fail "the refusal"
+[ ! -e /nonexistent ] || fail "/nonexistent was made"
+[ -z "$(ls -A)" ] || fail "the refused run left files: $(ls -A)"
+BV_LINES_ANYWHERE=1 "$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal,data=/proc/bvlua_none/lines" \
+  --workdir w >"$TMP/out" 2>&1
+[ $? -eq 1 ] || fail "BV_LINES_ANYWHERE=1: exit code"
+grep -qF "bv.lines: drawing the lines data set (12,000 images, 49 MB) into /proc/bvlua_none/lines" \
+  "$TMP/out" || fail "BV_LINES_ANYWHERE=1: the drawing is not said"
+grep -qF "bv.lines: could not make /proc/bvlua_none/lines" "$TMP/out" || fail "the failed drawing"
 echo OK

@@ -17,7 +17,8 @@ local PP = 'decode|resize(8)|value_range(-1, 1)|onehot(3, key="label", key_resul
 
 -- A config that trains: every check passes. Each test breaks one part of a fresh copy.
 local function good()
-  local data = {name = "bv:jsonl", fname = tmp .. "/train.jsonl", fopen_keys = {image = tmp .. "/images"}}
+  local data = {name = "bv:jsonl", fname = tmp .. "/train.jsonl",
+                fopen_keys = {image = tmp .. "/images"}}
   return {
     input = {data = data, batch_size = 5, pp = PP},
     total_epochs = 2, log_training_steps = 1, num_classes = 3,
@@ -61,10 +62,11 @@ T.test("every problem at once, each naming its key, in the order of the checks",
   T.eq(p[8], "config.schedule: warmup_steps (4) must be less than total_steps (4)")
 end)
 
-T.test("the model: its name, its options as the trainer passes them, none built with weights", function()
+T.test("the model: its name, its options as the trainer passes them, no weights", function()
   local c = good()
   c.model_name = "vitt"
-  T.truthy(problems(c)[1]:find("^model_name: unknown model 'vitt' %(known: vit, bit"), problems(c)[1])
+  T.truthy(problems(c)[1]:find("^model_name: unknown model 'vitt' %(known: vit, bit"),
+           problems(c)[1])
   c = good()
   c.model_name, c.model = "bit", {depth = 26, width = 0.3}
   T.truthy(problems(c)[1]:find("^model: bit: width 0.3 gives"), problems(c)[1])
