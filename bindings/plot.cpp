@@ -1,7 +1,10 @@
 // bv._plot.save(figure, path): draws line charts (runtime/plot/figure.h) into a PNG or SVG.
 //   figure = {columns = 2, panels = {{title =, xlabel =, ylabel =, ylabel_right =,
-//             series = {{name =, color = 0, dash = 0, x = {...}, y = {...}}, ...},
+//             series = {{name =, color = 0, dash = 0, marker = false, x = {...}, y = {...}}, ...},
 //             series_right = {...}}}, legend = {{name =, color =, dash =, x = {}, y = {}}, ...}}
+// Returns what it drew: {panels = {{x = AXIS, y = AXIS, y_right = AXIS or nil,
+//   legend = {{name =, x =, y =, marker =}, ...}}, ...}, legend = {...}}, AXIS = {lo =, hi =,
+//   ticks = {"0.5", ...}}, a legend sample's x, y its centre in pixels of the figure.
 // lib/bv/commands/plot.lua builds the figure from metrics files.
 #include <ATen/ATen.h>
 #include <lua.hpp>
@@ -55,7 +58,9 @@ std::vector<plot::Series> series_list(lua_State* L, int panel, const char* key,
       series.color = static_cast<int>(lua_tointeger(L, -1));
       lua_getfield(L, s, "dash");
       series.dash = static_cast<int>(lua_tointeger(L, -1));
-      lua_pop(L, 2);
+      lua_getfield(L, s, "marker");
+      series.marker = lua_toboolean(L, -1) != 0;
+      lua_pop(L, 3);
       series.x = numbers(L, s, "x", here);
       series.y = numbers(L, s, "y", here);
       out.push_back(std::move(series));
@@ -64,6 +69,36 @@ std::vector<plot::Series> series_list(lua_State* L, int panel, const char* key,
   }
   lua_pop(L, 1);
   return out;
+}
+
+void push_axis(lua_State* L, const plot::Axis& a) {
+  lua_createtable(L, 0, 3);
+  lua_pushnumber(L, a.lo);
+  lua_setfield(L, -2, "lo");
+  lua_pushnumber(L, a.hi);
+  lua_setfield(L, -2, "hi");
+  lua_createtable(L, static_cast<int>(a.ticks.size()), 0);
+  for (size_t i = 0; i < a.ticks.size(); ++i) {
+    lua_pushstring(L, a.ticks[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
+  }
+  lua_setfield(L, -2, "ticks");
+}
+
+void push_legend(lua_State* L, const std::vector<plot::LegendSample>& legend) {
+  lua_createtable(L, static_cast<int>(legend.size()), 0);
+  for (size_t i = 0; i < legend.size(); ++i) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, legend[i].name.c_str());
+    lua_setfield(L, -2, "name");
+    lua_pushnumber(L, legend[i].x);
+    lua_setfield(L, -2, "x");
+    lua_pushnumber(L, legend[i].y);
+    lua_setfield(L, -2, "y");
+    lua_pushboolean(L, legend[i].marker);
+    lua_setfield(L, -2, "marker");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
+  }
 }
 
 int plot_save(lua_State* L) {
@@ -92,8 +127,28 @@ int plot_save(lua_State* L) {
   }
   lua_pop(L, 1);
   figure.legend = series_list(L, 1, "legend", "figure");
-  plot::save_figure(figure, path);
-  return 0;
+  plot::FigureDrawn drawn = plot::save_figure(figure, path);
+  lua_createtable(L, 0, 2);
+  lua_createtable(L, static_cast<int>(drawn.panels.size()), 0);
+  for (size_t i = 0; i < drawn.panels.size(); ++i) {
+    const plot::PanelDrawn& p = drawn.panels[i];
+    lua_createtable(L, 0, 4);
+    push_axis(L, p.x);
+    lua_setfield(L, -2, "x");
+    push_axis(L, p.y);
+    lua_setfield(L, -2, "y");
+    if (!figure.panels[i].series_right.empty()) {
+      push_axis(L, p.y_right);
+      lua_setfield(L, -2, "y_right");
+    }
+    push_legend(L, p.legend);
+    lua_setfield(L, -2, "legend");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
+  }
+  lua_setfield(L, -2, "panels");
+  push_legend(L, drawn.legend);
+  lua_setfield(L, -2, "legend");
+  return 1;
 }
 
 // bv._plot.contact_sheet({{image = uint8 tensor [H, W, 3], title = "..."}, ...}, path

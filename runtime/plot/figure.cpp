@@ -44,12 +44,14 @@ double tick_step(double lo, double hi, int n) {
 // The first multiple of `step` at or above `lo` (ticks at 0.5, 1.0, not at 0.2, 0.7).
 double first_tick(double lo, double step) { return std::ceil(lo / step - 1e-6) * step; }
 
-// The range widened to whole ticks (and to some width when all values are equal).
+// The range widened to whole ticks. All values equal (a lone point, a constant): 5% of the
+// value on either side, 0.05 around 0, so that the ticks read as the value's own digits.
 void nice(Range& r) {
   if (r.empty()) r.lo = 0, r.hi = 1;
-  if (r.hi - r.lo < 1e-12 * std::max(1.0, std::fabs(r.hi))) {
-    double pad = r.hi == 0 ? 1 : std::fabs(r.hi) * 0.1;
-    r.lo -= pad, r.hi += pad;
+  if (r.hi - r.lo <= 1e-12 * std::max(std::fabs(r.lo), std::fabs(r.hi))) {
+    double mid = (r.lo + r.hi) / 2;
+    double pad = std::max(std::fabs(mid) * 0.05, mid == 0 ? 0.05 : 1e-300);
+    r.lo = mid - pad, r.hi = mid + pad;
   }
   // Twice: widening can change the step the ticks are drawn with (tick_step of the new range).
   for (int i = 0; i < 2; ++i) {
@@ -64,7 +66,9 @@ std::string tick_text(double v, double step) {
   if (std::fabs(v) < step * 1e-6) v = 0;
   double a = std::fabs(v);
   if (a != 0 && (a >= 1e5 || a < 1e-3)) {
-    std::snprintf(buf, sizeof buf, "%.1e", v);
+    // As many digits as tell neighbouring ticks apart (1.00e-05, 1.02e-05).
+    int digits = static_cast<int>(std::floor(std::log10(a)) - std::floor(std::log10(step)));
+    std::snprintf(buf, sizeof buf, "%.*e", std::clamp(digits, 1, 8), v);
   } else {
     int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -98,18 +102,62 @@ void set_dash(cairo_t* cr, int dash) {
   cairo_set_dash(cr, kDashes[d], kCounts[d], 0);
 }
 
-// A legend entry: a short line in the series' colour and style, then its name.
-void legend_entry(cairo_t* cr, const Series& s, bool right, double x, double y) {
+// The line style a series is drawn in: on the right axis, solid becomes dashed.
+int drawn_dash(const Series& s, bool right) { return right && s.dash == 0 ? 1 : s.dash; }
+
+size_t finite_points(const Series& s) {
+  size_t n = 0;
+  for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
+    n += std::isfinite(s.x[i]) && std::isfinite(s.y[i]) ? 1 : 0;
+  }
+  return n;
+}
+
+bool marked(const Series& s) {
+  size_t n = finite_points(s);
+  return s.marker || (n >= 1 && n <= static_cast<size_t>(kMarkedPoints));
+}
+
+void dot(cairo_t* cr, double x, double y) {
+  cairo_new_path(cr);
+  cairo_arc(cr, x, y, 3.5, 0, 2 * M_PI);
+  cairo_fill(cr);
+}
+
+// A legend entry: a short line in the series' colour and style (a dot on it when the series'
+// points are marked), then its name. Returns the sample's centre.
+LegendSample legend_entry(cairo_t* cr, const Series& s, bool right, bool marker, double x,
+                          double y) {
   set_color(cr, s.color);
-  set_dash(cr, right && s.dash == 0 ? 1 : s.dash);
+  set_dash(cr, drawn_dash(s, right));
   cairo_set_line_width(cr, 2);
   cairo_move_to(cr, x, y), cairo_line_to(cr, x + 26, y), cairo_stroke(cr);
   cairo_set_dash(cr, nullptr, 0, 0);
+  if (marker) dot(cr, x + 13, y);
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
   text_at(cr, s.name, x + 32, y, 0, 0.5);
+  return {s.name, x + 13, y, marker};
 }
 
-void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
+// Whether a panel's legend entry shows the marker: its series' own, or for an entry without
+// points (a line style), whether a series of its list in that style is marked.
+bool legend_marker(const Series& entry, const std::vector<Series>& list, bool right) {
+  if (finite_points(entry) > 0 || entry.marker) return marked(entry);
+  for (const Series& s : list) {
+    if (&s != &entry && drawn_dash(s, right) == drawn_dash(entry, right) && marked(s)) return true;
+  }
+  return false;
+}
+
+Axis axis(const Range& r, double step) {
+  Axis a{r.lo, r.hi, {}};
+  for (double v = first_tick(r.lo, step); v <= r.hi + step * 1e-6; v += step) {
+    a.ticks.push_back(tick_text(v, step));
+  }
+  return a;
+}
+
+PanelDrawn draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   const double left = 70, right = p.series_right.empty() ? 20 : 70, top = 34, bottom = 50;
   const double pw = W - left - right, ph = H - top - bottom;
   Range xr, yr, yr2;
@@ -131,6 +179,8 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_set_line_width(cr, 1);
   cairo_set_font_size(cr, 11);
   double xs = tick_step(xr.lo, xr.hi, 5), ys = tick_step(yr.lo, yr.hi, 5);
+  PanelDrawn drawn;
+  drawn.x = axis(xr, xs), drawn.y = axis(yr, ys);
   for (double v = first_tick(xr.lo, xs); v <= xr.hi + xs * 1e-6; v += xs) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, X(v), top), cairo_line_to(cr, X(v), top + ph), cairo_stroke(cr);
@@ -145,6 +195,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   }
   if (!p.series_right.empty()) {
     double s2 = tick_step(yr2.lo, yr2.hi, 5);
+    drawn.y_right = axis(yr2, s2);
     for (double v = first_tick(yr2.lo, s2); v <= yr2.hi + s2 * 1e-6; v += s2) {
       text_at(cr, tick_text(v, s2), left + pw + 6, Y(v, yr2), 0, 0.5);
     }
@@ -163,7 +214,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   if (no_data) {
     cairo_set_font_size(cr, 12);
     text_at(cr, "no data", left + pw / 2, top + ph / 2, 0.5, 0.5);
-    return;
+    return drawn;
   }
 
   // The lines, clipped to the plot area.
@@ -173,7 +224,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_set_line_width(cr, 2);
   auto draw = [&](const Series& s, const Range& r, bool right) {
     set_color(cr, s.color);
-    set_dash(cr, right && s.dash == 0 ? 1 : s.dash);
+    set_dash(cr, drawn_dash(s, right));
     bool pen = false;
     size_t n = std::min(s.x.size(), s.y.size());
     for (size_t i = 0; i < n; ++i) {
@@ -185,14 +236,12 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
         pen = true;
       }
     }
-    if (n == 1 && pen) {  // a single point (an eval run once at the end): a dot, in any style
-      cairo_new_path(cr);
-      cairo_arc(cr, X(s.x[0]), Y(s.y[0], r), 3.5, 0, 2 * M_PI);
-      cairo_fill(cr);
-      return;
-    }
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
     cairo_stroke(cr);
+    if (!marked(s)) return;  // a lone point (an eval run once) is marked: a line of one point
+    for (size_t i = 0; i < n; ++i) {
+      if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) dot(cr, X(s.x[i]), Y(s.y[i], r));
+    }
   };
   for (const Series& s : p.series) draw(s, yr, false);
   for (const Series& s : p.series_right) draw(s, yr2, true);
@@ -209,7 +258,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   for (const Series& s : p.series_right) {
     if (!s.name.empty()) entries.emplace_back(&s, true);
   }
-  if (entries.empty()) return;
+  if (entries.empty()) return drawn;
   double widest = 0;
   for (auto& [s, dashed] : entries) {
     cairo_text_extents_t e;
@@ -222,8 +271,11 @@ void draw_panel(cairo_t* cr, const Panel& p, double W, double H) {
   cairo_fill(cr);
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& [s, right] = entries[i];
-    legend_entry(cr, *s, right, lx, ly + row * static_cast<double>(i) + row / 2);
+    bool marker = legend_marker(*s, right ? p.series_right : p.series, right);
+    drawn.legend.push_back(
+        legend_entry(cr, *s, right, marker, lx, ly + row * static_cast<double>(i) + row / 2));
   }
+  return drawn;
 }
 
 // The figure's legend: entries in columns of equal width, row by row, in a strip of `height`.
@@ -244,20 +296,23 @@ double legend_height(cairo_t* cr, const std::vector<Series>& legend, double W, i
   return rows * kLegendRow + 2 * kLegendPad;
 }
 
-void draw_legend(cairo_t* cr, const std::vector<Series>& legend, double W, double y0, int per_row) {
+std::vector<LegendSample> draw_legend(cairo_t* cr, const std::vector<Series>& legend, double W,
+                                      double y0, int per_row) {
+  std::vector<LegendSample> drawn;
   cairo_set_font_size(cr, 12);
   double column = (W - 2 * kLegendPad) / per_row;
   for (size_t i = 0; i < legend.size(); ++i) {
     double x = kLegendPad + 70 + column * static_cast<double>(i % static_cast<size_t>(per_row));
     double y = y0 + kLegendPad +
                kLegendRow * static_cast<double>(i / static_cast<size_t>(per_row)) + kLegendRow / 2;
-    legend_entry(cr, legend[i], false, x, y);
+    drawn.push_back(legend_entry(cr, legend[i], false, marked(legend[i]), x, y));
   }
+  return drawn;
 }
 
 }  // namespace
 
-void save_figure(const Figure& f, const std::string& path) {
+FigureDrawn save_figure(const Figure& f, const std::string& path) {
   BV_CHECK(!f.panels.empty(), "plot '", path, "': no panels");
   bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
   bool png = path.size() > 4 && path.compare(path.size() - 4, 4, ".png") == 0;
@@ -283,14 +338,18 @@ void save_figure(const Figure& f, const std::string& path) {
   cairo_t* cr = cairo_create(surface);
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
+  FigureDrawn drawn;
   for (size_t i = 0; i < f.panels.size(); ++i) {
+    double x0 = f.panel_width * static_cast<double>(i % static_cast<size_t>(cols));
+    double y0 = f.panel_height * static_cast<double>(i / static_cast<size_t>(cols));
     cairo_save(cr);
-    cairo_translate(cr, f.panel_width * static_cast<double>(i % static_cast<size_t>(cols)),
-                    f.panel_height * static_cast<double>(i / static_cast<size_t>(cols)));
-    draw_panel(cr, f.panels[i], f.panel_width, f.panel_height);
+    cairo_translate(cr, x0, y0);
+    drawn.panels.push_back(draw_panel(cr, f.panels[i], f.panel_width, f.panel_height));
     cairo_restore(cr);
+    for (LegendSample& l : drawn.panels.back().legend) l.x += x0, l.y += y0;
   }
-  if (!f.legend.empty()) draw_legend(cr, f.legend, W, f.panel_height * rows, per_row);
+  if (!f.legend.empty())
+    drawn.legend = draw_legend(cr, f.legend, W, f.panel_height * rows, per_row);
   cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);
   BV_CHECK(status == CAIRO_STATUS_SUCCESS, "plot '", path, "': ", cairo_status_to_string(status));
@@ -302,6 +361,7 @@ void save_figure(const Figure& f, const std::string& path) {
   cairo_surface_finish(surface);
   BV_CHECK(cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS, "plot: cannot write '", path,
            "': ", cairo_status_to_string(cairo_surface_status(surface)));
+  return drawn;
 }
 
 void save_contact_sheet(const std::vector<Tile>& tiles, int columns, int cell,

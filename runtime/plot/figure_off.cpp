@@ -13,7 +13,7 @@ namespace {
 }
 }  // namespace
 
-void save_figure(const Figure&, const std::string& path) { no_cairo(path); }
+FigureDrawn save_figure(const Figure&, const std::string& path) { no_cairo(path); }
 
 void save_contact_sheet(const std::vector<Tile>&, int, int, const std::string& path) {
   no_cairo(path);

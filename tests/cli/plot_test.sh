@@ -2,7 +2,10 @@
 # `bvlua plot`: the tutorial's panels from two runs' metrics files (written here as a trainer
 # would), overlaid in a colour per run: the PNG's pixels hold both runs' colours inside the
 # first panel's plot area and in the legend under the panels; SVG too; --x/--y panels; errors
-# name what is wrong.
+# name what is wrong. With -v it prints what it drew, which the rest checks: the step-0
+# evaluation (a line without epoch) is drawn at epoch 0; a constant is drawn around its value;
+# a series of one point has a dot in the legend too; a typo in a key, or a run that has logged
+# nothing, is an error naming it.
 # Usage: plot_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: plot_test.sh path/to/bvlua}")
@@ -20,6 +23,8 @@ for r, name in ipairs({'a', 'b'}) do
     if step % 5 == 0 then row[2] = string.format('\"eval/acc/prec@1\": %g', 0.3 + 0.02 * step * r) end
     lines[#lines + 1] = '{' .. table.concat(row, ', ') .. '}'
   end
+  -- The trainer's initial evaluation: step 0, before its clock has an epoch.
+  if name == 'a' then table.insert(lines, 1, '{\"step\": 0, \"eval/acc/prec@1\": 0.31}') end
   bv.fs.write_file('$TMP/runs/' .. name .. '/big_vision_metrics.txt', table.concat(lines, '\n') .. '\n')
 end" || fail "writing the metrics files"
 
@@ -54,6 +59,84 @@ grep -q '<svg' "$TMP/p.svg" || fail "not an SVG"
 "$BVLUA" plot "$TMP/runs" --y step >"$TMP/out" 2>&1
 [ $? -eq 2 ] && grep -q "needs an --x KEY before it" "$TMP/out" || fail "--y without --x"
 "$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" --x step --y nothing >"$TMP/out" 2>&1
-[ $? -eq 1 ] && grep -q "no line of the metrics holds both 'step' and 'nothing'" "$TMP/out" \
-  || fail "an unknown key"
+[ $? -eq 1 ] && grep -q "y 'nothing' is not in the 2 runs' big_vision_metrics.txt (its keys: " \
+  "$TMP/out" || fail "an unknown key"
+
+# The step-0 evaluation is the first point of the eval series, at epoch 0.
+"$BVLUA" plot "$TMP/runs/a" -o "$TMP/a.png" -v >"$TMP/out" 2>&1 || fail "-v exited with $?"
+grep -q "series eval/acc/prec@1 of .*a: 5 points, epoch 0 to 4$" "$TMP/out" \
+  || fail "the step-0 evaluation is not drawn at epoch 0"
+
+# A run of 40 steps: its eval metric logged once (at the end), two constants (0 and 0.25).
+"$BVLUA" -e "
+bv.fs.mkdirs('$TMP/solo')
+local lines = {}
+for step = 1, 40 do
+  lines[step] = string.format('{\"step\": %d, \"epoch\": %g, \"training_loss\": %g, '
+    .. '\"zero\": 0, \"quarter\": 0.25%s}', step, step / 10, 1 / step,
+    step == 40 and ', \"eval/acc/prec@1\": 0.5' or '')
+end
+bv.fs.write_file('$TMP/solo/big_vision_metrics.txt', table.concat(lines, '\n') .. '\n')" \
+  || fail "writing the solo run"
+
+# The lone eval point's legend entry shows the dot it is drawn with (a series of 40 points does
+# not); the pixels just above its legend sample's line are the dot's blue.
+"$BVLUA" plot "$TMP/solo" -o "$TMP/solo.png" -v >"$TMP/out" 2>&1 || fail "solo exited with $?"
+grep -q "series eval/acc/prec@1 of .*solo: 1 point, epoch 4 to 4$" "$TMP/out" \
+  || fail "the lone point"
+grep -q "legend 'training_loss' at [0-9]*,[0-9]*$" "$TMP/out" || fail "40 points are marked"
+at=$(sed -n "s|^  legend 'eval/acc/prec@1' at \([0-9]*\),\([0-9]*\), marked$|\1, \2|p" "$TMP/out")
+[ -n "$at" ] || fail "the lone point's legend entry is not marked"
+"$BVLUA" -e "
+local x, y = $at
+local px = bv.image.read('$TMP/solo.png'):to('int64')
+local blue = 0
+for dx = -1, 1 do  -- 3 px above the sample's 2 px line: inside the dot only
+  local p = px[y - 3 + 1][x + dx + 1]
+  local d = math.abs(p[1]:item() - 31) + math.abs(p[2]:item() - 119) + math.abs(p[3]:item() - 180)
+  if d < 60 then blue = blue + 1 end
+end
+assert(blue > 0, 'no dot on the legend sample at ' .. x .. ',' .. y)" >"$TMP/out" 2>&1 \
+  || fail "the legend's dot"
+
+# A constant is drawn around its value (0 not from -1 to 1) with ticks that tell apart.
+"$BVLUA" plot "$TMP/solo" -o "$TMP/c.png" -v --x step --y zero --x step --y quarter \
+  >"$TMP/out" 2>&1 || fail "constants exited with $?"
+cp "$TMP/out" "$TMP/drawn"
+"$BVLUA" -e "
+local text = bv.fs.read_file('$TMP/drawn')
+local function axis(key, v, width)
+  local lo, hi, ticks = text:match('  y ' .. key .. ': (%S+) to (%S+), ticks ([^\n]*)')
+  assert(lo, 'no y axis for ' .. key)
+  lo, hi = tonumber(lo), tonumber(hi)
+  assert(lo < v and v < hi and hi - lo <= width, key .. ' is drawn from ' .. lo .. ' to ' .. hi)
+  local seen = {}
+  for t in ticks:gmatch('%S+') do
+    assert(not seen[t], key .. ': the tick ' .. t .. ' twice: ' .. ticks)
+    seen[t] = true
+  end
+end
+axis('zero', 0, 0.2)
+axis('quarter', 0.25, 0.05)" >>"$TMP/out" 2>&1 || fail "the constants' axes"
+
+# A typo in --metric, --x or --y: an error naming it and the keys meant; nothing is drawn.
+"$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" --metric eval/acc/prec@l >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "metric 'eval/acc/prec@l' is not in .*(did you mean 'eval/acc/prec@1'?)" \
+  "$TMP/out" && [ ! -e "$TMP/q.png" ] || fail "a --metric typo"
+"$BVLUA" plot "$TMP/runs/a" -o "$TMP/q.png" --metric eval/acx >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "runs/a/big_vision_metrics.txt (did you mean 'eval/acc/prec@1'?)" \
+  "$TMP/out" || fail "a typo in a part of --metric"
+"$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" --x stp --y training_loss >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "x 'stp' is not in the 2 runs' .*(did you mean 'step'?)" "$TMP/out" \
+  || fail "an --x typo"
+
+# A run that has logged nothing: an error naming its file; inside a directory, it is skipped.
+mkdir -p "$TMP/runs/c"
+: >"$TMP/runs/c/big_vision_metrics.txt"
+"$BVLUA" plot "$TMP/runs/c" -o "$TMP/q.png" >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "runs/c/big_vision_metrics.txt holds no metrics" "$TMP/out" \
+  || fail "a run without metrics"
+"$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" >"$TMP/out" 2>&1 && [ -e "$TMP/q.png" ] \
+  && grep -q "skipping .*runs/c: its big_vision_metrics.txt holds no metrics yet" "$TMP/out" \
+  || fail "a run without metrics among others"
 echo OK
