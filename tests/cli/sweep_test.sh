@@ -43,8 +43,8 @@ grep -q "NOTE: Resumed from" "$LONG/sweep.log" || fail "the stopped run did not 
 [ "$(grep -c 'NOTE: Running for' sw/lr0.001_total_steps2/sweep.log)" = 1 ] \
   || fail "the finished run was started twice"
 for d in sw/*/; do [ -f "$d/SWEEP_DONE" ] || fail "$d did not finish"; done
-# The status table at the end: each job's state, step and latest metrics.
-grep -Eq '^  done +lr0.001_total_steps60 +step 60  eval/acc/prec@1 [0-9.]+ ' "$TMP/out2" \
+# The status table at the end: each job's state, step, last checkpoint and latest metrics.
+grep -Eq '^  done +lr0.001_total_steps60 +step 60  ckpt 60  eval/acc/prec@1 [0-9.]+ ' "$TMP/out2" \
   || fail "the status table"
 "$BVLUA" runs sw >"$TMP/out" 2>&1 || fail "runs"
 [ "$(tail -n +2 "$TMP/out" | wc -l)" = 4 ] || fail "bvlua runs lists 4 runs"

@@ -1,38 +1,57 @@
 -- bvlua sweep: a grid (or list) of config variants run as a queue on one machine, as big_vision's
--- GPU tutorial does with a GPU-aware task spooler. Each variant is `bvlua train CONFIG
--- --config.KEY=VALUE ... --workdir DIR/<name>`, its name made of the swept values. Jobs run N at
--- a time: on GPUs one per slot (CUDA_VISIBLE_DEVICES set per job, --per-gpu K jobs sharing a
--- GPU; a sweep given CUDA_VISIBLE_DEVICES itself, a cluster's allocation, chooses among the
--- devices it lists), on the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE)
--- and skipped when the same sweep runs again; an interrupted one resumes from its own
--- checkpoints. Ctrl-C (or SIGTERM) stops the jobs cleanly: each saves a checkpoint and exits.
+-- GPU tutorial does with a GPU-aware task spooler. Each variant is `bvlua train CONFIG[:ARGS]
+-- --config.KEY=VALUE ... --workdir DIR/<name>`, its name made of the swept values (config keys
+-- and config arguments alike). Every job's config is resolved here first, as `bvlua train`
+-- resolves it: one bad key or argument and nothing is launched. Jobs run N at a time: on GPUs
+-- one per slot (CUDA_VISIBLE_DEVICES set per job, --per-gpu K jobs sharing a GPU; a sweep given
+-- CUDA_VISIBLE_DEVICES itself, a cluster's allocation, chooses among the devices it lists), on
+-- the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE) and
+-- skipped when the same sweep runs again; an interrupted one resumes from its own checkpoints.
+-- Ctrl-C (or SIGTERM) stops the jobs cleanly: each saves a checkpoint and exits.
 local cli = require "bv.commands.cli"
+local config = require "bv.config"
+local config_keys = require "bv.config_keys"
 local json = require "bv.json"
+local suggest = require "bv.suggest"
 
 local M = {}
 
 M.USAGE = [==[
 usage: bvlua sweep SWEEP.lua
-       bvlua sweep CONFIG[:ARGS] --workdir DIR --grid KEY=V1,V2,... [--grid ...]
-                   [--jobs N] [--gpus N [--per-gpu K]]
+       bvlua sweep CONFIG[:ARGS] --workdir DIR --grid NAME=V1,V2,... [--grid ...]
+                   [--config.KEY=VALUE ...] [--jobs N] [--gpus N [--per-gpu K]]
 
-Runs `bvlua train CONFIG --config.KEY=VALUE ... --workdir DIR/<name>` for every variant, N
-at a time. A sweep file is Lua returning the same as a table:
+Runs `bvlua train CONFIG[:ARGS] --config.KEY=VALUE ... --workdir DIR/<name>` for every
+variant, N at a time. A swept NAME is a config key (as in --config.KEY), or, written with a
+leading ':', an argument of the config, as in CONFIG:NAME=V:
+
+  bvlua sweep configs/lines/resnet.lua:runlocal --workdir sw --grid lr=1e-3,3e-4 \
+              --grid :flip=true,false --config.total_steps=4
+
+runs `bvlua train configs/lines/resnet.lua:runlocal,flip=true --config.total_steps=4
+--config.lr=0.001 --workdir sw/lr0.001_fliptrue`, and 3 more. A bare NAME that is not a config
+key but is an argument the config declares (config.parse_arg) is that argument. Before any job
+starts, every job's config is resolved as `bvlua train` would: an unknown key or argument or a
+bad value lists every job it breaks, and nothing is launched.
+
+A sweep file is Lua returning the same as a table:
 
   return {config = "configs/lines/resnet.lua:runlocal", workdir = "runs/sweep",
-          grid = {{"lr", {1e-3, 3e-4}}, {"total_epochs", {10, 30}}},  -- every combination
-          -- or list = {{lr = 1e-3}, {lr = 3e-4, total_epochs = 30}},
-          jobs = 2, gpus = 0, per_gpu = 1}
+          grid = {{"lr", {1e-3, 3e-4}}, {":flip", {true, false}}},  -- every combination
+          -- or list = {{lr = 1e-3}, {lr = 3e-4, [":flip"] = false}},
+          overrides = {total_steps = 4},  -- every job, not in the names
+          jobs = 2, gpus = 0, per_gpu = 1, status = 30}
 
 options:
-  --workdir DIR      where the runs go, one directory each, named from the swept values
-  --grid KEY=V1,...  a swept config key and its values (repeat for a grid); KEY as in --config.KEY
-  --jobs N           jobs at once on the CPU (default 1); each gets cores/N threads
-  --gpus N           jobs go to GPUs 0..N-1 (or to the first N that CUDA_VISIBLE_DEVICES
-                     lists, when it is set), --per-gpu K at a time on each (default 1)
-  --status SECS      print every job's state, step and latest metrics this often (default 30;
-                     0: never); a sweep file may set status too
-  -h, --help         this text
+  --workdir DIR       where the runs go, one directory each, named from the swept values
+  --grid NAME=V1,...  a swept config key (or :argument) and its values (repeat for a grid)
+  --config.KEY=VALUE  a fixed override for every job (also --config.KEY VALUE, --noconfig.KEY)
+  --jobs N            jobs at once on the CPU (default 1); each gets cores/N threads
+  --gpus N            jobs go to GPUs 0..N-1 (or to the first N that CUDA_VISIBLE_DEVICES
+                      lists, when it is set), --per-gpu K at a time on each (default 1)
+  --status SECS       print every job's state, step, last checkpoint and latest metrics this
+                      often (default 30; 0: never); a sweep file may set status too
+  -h, --help          this text
 
 Running the same sweep again skips the finished runs and resumes the others. `bvlua runs DIR`
 ranks them.]==]
@@ -52,9 +71,10 @@ local function spell(v)
   return tostring(v)
 end
 
--- The variants: a list of {{key, value}, ...}, in the grid's order (the first key slowest).
+-- The variants: a list of {{name, value}, ...}, in the grid's order (the first name slowest).
 local function variants(spec)
   if spec.list then
+    if type(spec.list) ~= "table" then error("list must be a list of tables of values", 0) end
     local out = {}
     for i, v in ipairs(spec.list) do
       if type(v) ~= "table" then error(string.format("list[%d] is not a table of overrides", i), 0) end
@@ -87,12 +107,35 @@ local function variants(spec)
   return out
 end
 
-local function name_of(variant)
-  local parts = {}
-  for _, kv in ipairs(variant) do
-    parts[#parts + 1] = kv[1]:gsub("[^%w]+", "_") .. spell(kv[2]):gsub("[^%w.+-]+", "_")
+-- What a sweep file may hold.
+local FILE_KEYS = {"config", "workdir", "grid", "list", "overrides", "jobs", "gpus", "per_gpu",
+                   "status"}
+
+local function from_file(path, spec)
+  local known = {}
+  for _, k in ipairs(FILE_KEYS) do known[k] = true end
+  for k in pairs(spec) do
+    if not known[k] then
+      error(string.format('%s: unknown sweep key "%s"%s (a sweep file has %s)', path,
+                          bv.snippet(tostring(k)), suggest.did_you_mean(tostring(k), FILE_KEYS),
+                          table.concat(FILE_KEYS, ", ")), 0)
+    end
   end
-  return table.concat(parts, "_")
+  local overrides = {}
+  if spec.overrides ~= nil then
+    if type(spec.overrides) ~= "table" then
+      error(path .. ": overrides must be a table {KEY = value, ...}", 0)
+    end
+    for k, v in pairs(spec.overrides) do
+      if type(k) ~= "string" then
+        error(path .. ": overrides' keys are config keys such as \"input.batch_size\"", 0)
+      end
+      overrides[#overrides + 1] = {k:gsub("^config%.", ""), spell(v)}
+    end
+    table.sort(overrides, function(a, b) return a[1] < b[1] end)
+  end
+  spec.overrides = overrides
+  return spec
 end
 
 local function parse_cli(argv)
@@ -102,22 +145,34 @@ local function parse_cli(argv)
     local chunk, err = loadfile(argv[1], "t")
     if not chunk then cli.usage(err) end
     local spec = chunk()
-    if type(spec) == "table" and spec.config then return spec end
+    if type(spec) == "table" and spec.config then return from_file(argv[1], spec) end
   end
-  local spec = {grid = {}}
+  local spec = {grid = {}, overrides = {}}
   local i = 1
   while i <= #argv do
     local a = argv[i]
+    local flag, eq_value = a:match("^(%-%-[^=]*)=(.*)$")
     if a == "--workdir" then
       spec.workdir = cli.value(argv, i)
       i = i + 1
     elseif a == "--grid" then
       local key, vals = cli.value(argv, i):match("^([^=]+)=(.+)$")
-      if not key then cli.usage("--grid wants KEY=V1,V2,...") end
+      if not key then cli.usage("--grid wants NAME=V1,V2,...") end
       local list = {}
       for v in vals:gmatch("[^,]+") do list[#list + 1] = tonumber(v) or v end
-      spec.grid[#spec.grid + 1] = {key:gsub("^config%.", ""), list}
+      spec.grid[#spec.grid + 1] = {key, list}
       i = i + 1
+    elseif (flag or a):match("^%-%-config%.") then
+      local key, v = (flag or a):sub(10), eq_value
+      if not v then
+        v = cli.value(argv, i)
+        i = i + 1
+      end
+      if key == "" then cli.usage(a .. ": missing key after --config.") end
+      spec.overrides[#spec.overrides + 1] = {key, v}
+    elseif a:match("^%-%-noconfig%.") and not flag then
+      if a == "--noconfig." then cli.usage(a .. ": missing key after --noconfig.") end
+      spec.overrides[#spec.overrides + 1] = {a:sub(12), "false"}
     elseif a == "--status" then
       spec.status = tonumber(cli.value(argv, i)) or cli.usage("--status wants seconds")
       i = i + 1
@@ -136,6 +191,163 @@ local function parse_cli(argv)
   return spec
 end
 
+-- Jobs ------------------------------------------------------------------------------------------
+
+-- The arguments CONFIG declares (the names its get_config gives config.parse_arg, as a set; [1]
+-- the first of an ordered spec, which a lone value goes to), and its
+-- config as given (nil when that fails: each job's check then says why). A config that reads its
+-- ARGS some other way declares none: sweep its arguments as :NAME.
+local function declared_args(spec_string)
+  local names, parse_arg = {}, config.parse_arg
+  config.parse_arg = function(arg, spec, opts)
+    for k, v in pairs(type(spec) == "table" and spec or {}) do
+      local name = math.type(k) == "integer" and type(v) == "table" and v[1] or k
+      if type(name) == "string" then names[name] = true end
+    end
+    local first = type(spec) == "table" and type(spec[1]) == "table" and spec[1][1]
+    if type(first) == "string" then names[1] = first end  -- a lone value's argument
+    return parse_arg(arg, spec, opts)
+  end
+  local ok, cfg = pcall(config.load, spec_string)
+  config.parse_arg = parse_arg
+  return names, ok and cfg or nil
+end
+
+-- Whether `key` is a key of `cfg`, or one a component declares (--config.KEY can set it).
+local function is_config_key(cfg, key)
+  if not cfg then return false end
+  local segs = {}
+  for seg in key:gmatch("[^.]+") do segs[#segs + 1] = seg end
+  local ok, v = pcall(config.get, cfg, key)
+  return (ok and v ~= nil) or config_keys.lookup(cfg, segs) ~= nil
+end
+
+-- A swept name: ":NAME" is an argument of the config, "config.KEY" and a bare KEY a config key,
+-- except a bare name that the config declares as an argument and is no config key. Returns the
+-- name without its prefix and whether it is an argument.
+local function classify(name, declared, cfg)
+  if name:sub(1, 1) == ":" then
+    local arg = name:sub(2)
+    if arg == "" or arg:find("[,=:]") then
+      error(string.format('"%s" is no argument name (:NAME sweeps the config\'s argument NAME)',
+                          bv.snippet(name)), 0)
+    end
+    return arg, true
+  end
+  if name:match("^config%.") then return name:sub(8), false end
+  return name, declared[name] == true and not is_config_key(cfg, name)
+end
+
+-- CONFIG[:ARGS] with the swept arguments after ARGS (the last of a name given twice wins).
+local function with_args(spec_string, args, declared)
+  if #args == 0 then return spec_string end
+  local path, given = spec_string:match("^([^:]*):(.*)$")
+  given = given and given:match("^%s*(.-)%s*$") or ""
+  if given == "" then return (path or spec_string) .. ":" .. table.concat(args, ",") end
+  if next(declared) and not given:find("[,=]") and not declared[given] then
+    -- parse_arg reads a lone word as the first argument's value only when it stands alone.
+    error(string.format('%s: the bare value "%s" goes to the config\'s first argument only '
+      .. "while it stands alone; write it as %s=%s so that the swept arguments can follow",
+      spec_string, bv.snippet(given), declared[1] or "NAME", bv.snippet(given)), 0)
+  end
+  return path .. ":" .. given .. "," .. table.concat(args, ",")
+end
+
+-- Every variant as a job: its name, workdir, CONFIG[:ARGS] and --config overrides (the fixed
+-- ones first, then the swept keys).
+local function make_jobs(spec)
+  local declared, base = declared_args(spec.config)
+  local fixed = {}
+  for _, o in ipairs(spec.overrides) do fixed[o[1]] = true end
+  local jobs, dirs = {}, {}
+  for _, v in ipairs(variants(spec)) do
+    local args, overrides, parts, seen = {}, {table.unpack(spec.overrides)}, {}, {}
+    for _, kv in ipairs(v) do
+      local name, is_arg = classify(kv[1], declared, base)
+      local text = spell(kv[2])
+      local what = (is_arg and ":" or "") .. name
+      if seen[what] then error(string.format('"%s" is swept twice', what), 0) end
+      seen[what] = true
+      if is_arg then
+        if text:find(",", 1, true) then
+          error(string.format('the value "%s" of argument :%s holds a \',\', which separates '
+                              .. "the config's arguments", bv.snippet(text), name), 0)
+        end
+        args[#args + 1] = name .. "=" .. text
+      else
+        if fixed[name] then
+          error(string.format('"%s" is both swept and fixed (--config.%s)', name, name), 0)
+        end
+        overrides[#overrides + 1] = {name, text}
+      end
+      parts[#parts + 1] = name:gsub("[^%w]+", "_") .. text:gsub("[^%w.+-]+", "_")
+    end
+    local name = table.concat(parts, "_")
+    local dir = spec.workdir:gsub("/+$", "") .. "/" .. name
+    if dirs[dir] then
+      error(string.format("two variants have the same name, %s (%s and %s)", name,
+                          json.encode(dirs[dir]), json.encode(v)), 0)
+    end
+    dirs[dir] = v
+    jobs[#jobs + 1] = {name = name, dir = dir, config = with_args(spec.config, args, declared),
+                       overrides = overrides, state = "queued"}
+  end
+  return jobs
+end
+
+-- The job's command line: `bvlua train`, as the check resolved it.
+local function train_argv(job)
+  local argv = {bv.dist.executable(), "train", job.config, "--workdir", job.dir}
+  for _, o in ipairs(job.overrides) do argv[#argv + 1] = "--config." .. o[1] .. "=" .. o[2] end
+  return argv
+end
+
+-- The problems of one job's config, resolved in this process as `bvlua train` resolves it:
+-- bv.config.load with its ARGS, then each --config override in order (every bad one is listed),
+-- then the JSON of config.json. Keys that no component reads are warned of, once in the sweep
+-- (`warned`), as train warns of them.
+local function problems_of(job, warned)
+  local ok, cfg = pcall(config.load, job.config)
+  if not ok then return {tostring(cfg)} end
+  local out = {}
+  for _, o in ipairs(job.overrides) do
+    local done, err = pcall(config.override, cfg, o[1], o[2])
+    if not done then out[#out + 1] = tostring(err) end
+  end
+  if #out > 0 then return out end
+  local encoded, err = pcall(config.to_json, cfg)
+  if not encoded then return {tostring(err)} end
+  for _, w in ipairs(config_keys.unknown(cfg)) do
+    if not warned[w] then require("bv.log").warn("%s", w) end
+    warned[w] = true
+  end
+  -- The deeper checks of `bvlua train --dry-run` (pp strings, evaluators, data files,
+  -- schedule) go here, on `cfg`, once bv.preflight offers them.
+  return out
+end
+
+-- Checks every job before anything is launched or written: raises one error listing each
+-- problem with the jobs it breaks.
+local function check_jobs(jobs)
+  local problems, jobs_of, bad, warned = {}, {}, {}, {}
+  for _, job in ipairs(jobs) do
+    for _, msg in ipairs(problems_of(job, warned)) do
+      if not jobs_of[msg] then problems[#problems + 1], jobs_of[msg] = msg, {} end
+      table.insert(jobs_of[msg], job.name)
+      if not bad[job.name] then bad[#bad + 1], bad[job.name] = job.name, true end
+    end
+  end
+  if #problems == 0 then return end
+  local lines = {}
+  for _, msg in ipairs(problems) do
+    local names = jobs_of[msg]
+    local who = #names == #jobs and #jobs > 1 and ("every job (" .. #jobs .. ")")
+                or table.concat(names, ", ")
+    lines[#lines + 1] = string.format("  %s: %s", who, msg)
+  end
+  error(string.format("%d of %d jobs would fail; nothing was launched:\n%s", #bad, #jobs,
+                      table.concat(lines, "\n")), 0)
+end
 -- The GPUs the jobs go to, as CUDA_VISIBLE_DEVICES names them: 0..gpus-1, or, when the sweep
 -- was started with CUDA_VISIBLE_DEVICES = `visible` (a cluster's allocation, another user's
 -- share), the first `gpus` devices it lists (indices or UUIDs), never one outside it. As CUDA
@@ -176,14 +388,15 @@ local function run_sweep(spec)
     for _ = 1, math.max(1, spec.jobs or 1) do slots[#slots + 1] = {} end
   end
   local threads = math.max(1, bv.threads() // #slots)
-  local jobs = {}
-  for _, v in ipairs(variants(spec)) do
-    local name = name_of(v)
-    local dir = spec.workdir:gsub("/+$", "") .. "/" .. name
-    local job = {name = name, dir = dir, variant = v, state = "queued"}
-    if bv.fs.exists(dir .. "/SWEEP_DONE") then job.state = "done" end
-    jobs[#jobs + 1] = job
+  local jobs, to_run = make_jobs(spec), {}
+  for _, job in ipairs(jobs) do
+    if bv.fs.exists(job.dir .. "/SWEEP_DONE") then
+      job.state = "done"
+    else
+      to_run[#to_run + 1] = job
+    end
   end
+  check_jobs(to_run)  -- a finished run is not checked again: its config may have changed since
   bv.fs.mkdirs(spec.workdir)
   say(string.format("sweep: %d runs in %s, %d at a time%s\n", #jobs, spec.workdir,
     #slots, gpus > 0 and string.format(" on GPU(s) %s", table.concat(gpu_ids, ",")) or
@@ -194,10 +407,7 @@ local function run_sweep(spec)
 
   local function start(job, slot)
     bv.fs.mkdirs(job.dir)
-    local argv = {bv.dist.executable(), "train", spec.config, "--workdir", job.dir}
-    for _, kv in ipairs(job.variant) do
-      argv[#argv + 1] = "--config." .. kv[1] .. "=" .. spell(kv[2])
-    end
+    local argv = train_argv(job)
     local env = {BV_THREADS = tostring(threads), OMP_NUM_THREADS = tostring(threads)}
     if slot.gpu then env.CUDA_VISIBLE_DEVICES = slot.gpu end
     job.pid = bv._proc.spawn(argv, env, job.dir .. "/sweep.log")
@@ -206,13 +416,13 @@ local function run_sweep(spec)
                                   slot.gpu and (" on GPU " .. slot.gpu) or ""))
   end
 
-  -- The live table: every `status` seconds, each job's state, step and latest metrics.
+  -- The live table: every `status` seconds, each job's state, step, last checkpoint and latest
+  -- metrics.
   local status_every, last_status = spec.status or 30, bv.clock()
   local function latest(job)
     local path = job.dir .. "/big_vision_metrics.txt"
-    if not bv.fs.exists(path) then return "" end
     local step, shown = nil, {}
-    for line in io.lines(path) do
+    for line in bv.fs.exists(path) and io.lines(path) or function() end do
       local ok, row = pcall(json.decode, line)
       if ok and type(row) == "table" then
         step = row.step or step
@@ -227,7 +437,10 @@ local function run_sweep(spec)
     local keys = {}
     for k in pairs(shown) do keys[#keys + 1] = k end
     table.sort(keys)
-    local parts = {step and ("step " .. math.tointeger(step)) or ""}
+    local parts = {}
+    if step then parts[#parts + 1] = "step " .. math.tointeger(step) end
+    local ckpts = bv.ckpt.list(job.dir)  -- sorted; a run resumes from the last
+    if #ckpts > 0 then parts[#parts + 1] = "ckpt " .. ckpts[#ckpts] end
     for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.4g", k, shown[k]) end
     return table.concat(parts, "  ")
   end

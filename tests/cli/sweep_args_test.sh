@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `bvlua sweep` over a config argument (:flip) and a config key (lr) with a fixed --config
+# override: each job's config.json holds its values and the override, its name the swept values
+# only; the status table shows each job's last checkpoint. A bad key, value or argument in any job
+# is listed, naming the jobs, before anything is launched: no workdir is made. A sweep file's bare
+# name that is only an argument of the config (crop) sweeps that argument.
+# Usage: sweep_args_test.sh path/to/bvlua
+set -u
+BVLUA=$(realpath "${1:?usage: sweep_args_test.sh path/to/bvlua}")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; tail -30 "$TMP/out" 2>/dev/null; exit 1; }
+
+cd "$TMP" || exit 1
+"$BVLUA" run "$ROOT/scripts/make_lines.lua" data/lines --train 64 --val 16 --test 4 >/dev/null \
+  || fail "make_lines"
+CFG="$ROOT/configs/lines/resnet.lua:runlocal"
+
+"$BVLUA" sweep "$CFG" --workdir sw --grid lr=1e-3,3e-4 --grid :flip=true,false \
+  --config.total_steps=2 --jobs 2 >"$TMP/out" 2>&1 || fail "the sweep exited with $?"
+names=$(cd sw && echo */)
+[ "$names" = "lr0.0003_flipfalse/ lr0.0003_fliptrue/ lr0.001_flipfalse/ lr0.001_fliptrue/" ] \
+  || fail "the runs are named $names"
+for lr in 0.001 0.0003; do
+  for flip in true false; do
+    c=sw/lr${lr}_flip$flip/config.json
+    grep -q "^  \"lr\": $lr,\$" "$c" || fail "$c: lr is not $lr"
+    grep -q '^  "total_steps": 2,$' "$c" || fail "$c: the fixed --config.total_steps=2 is not there"
+    # flip=true adds the config's own up-down flip to the training pp, flip=false leaves it out.
+    n=$(grep -c 'flip_lr|lines_flip_ud' "$c")
+    [ "$n" = "$([ $flip = true ] && echo 1 || echo 0)" ] || fail "$c: flip=$flip, the pp says otherwise"
+  done
+done
+grep -Eq '^  done +lr0.001_fliptrue +step 2  ckpt 2  eval/acc/prec@1 [0-9.]+ ' "$TMP/out" \
+  || fail "the status table shows no checkpoint"
+
+# One bad value of an argument and an unknown key: every problem listed, nothing launched.
+"$BVLUA" sweep "$CFG" --workdir bad --grid lr=1e-3,3e-4 --grid :flip=true,maybe \
+  --config.total_stepz=2 >"$TMP/out" 2>&1
+code=$?
+[ "$code" = 1 ] || fail "a bad sweep exited with $code, want 1"
+[ -e bad ] && fail "a bad sweep made its workdir"
+grep -q '^bvlua sweep: 4 of 4 jobs would fail; nothing was launched:$' "$TMP/out" \
+  || fail "no summary of the failing jobs"
+grep -Fq '  lr0.001_flipmaybe, lr0.0003_flipmaybe: ' "$TMP/out" || fail "the bad value's jobs"
+grep -Fq 'key "flip" expects true or false, got "maybe"' "$TMP/out" || fail "the bad value"
+grep -Fq "  lr0.001_fliptrue, lr0.0003_fliptrue: unknown config key \"total_stepz\" (--config.total_stepz) (did you mean 'total_steps'?)" \
+  "$TMP/out" || fail "the unknown key, its jobs and the key meant"
+grep -q 'start' "$TMP/out" && fail "a job started"
+
+# An unknown argument in one job of two.
+"$BVLUA" sweep "$CFG" --workdir bad --grid lr=1e-3 --grid :res=16,abc >"$TMP/out" 2>&1
+[ $? = 1 ] || fail "a bad argument value: exit code"
+grep -Fq '1 of 2 jobs would fail' "$TMP/out" && grep -Fq 'lr0.001_resabc: ' "$TMP/out" \
+  || fail "the job with the bad argument value"
+"$BVLUA" sweep "$CFG" --workdir bad --grid :flipp=true >"$TMP/out" 2>&1
+[ $? = 1 ] || fail "an unknown argument: exit code"
+grep -Fq "\"flipp\" (did you mean 'flip'?)" "$TMP/out" || fail "the unknown argument"
+[ -e bad ] && fail "a bad sweep made its workdir"
+
+# A sweep file: crop is an argument of the config and no config key, so the grid's bare "crop"
+# is the argument; overrides go to every job.
+cat >sweep.lua <<LUA
+return {config = "$CFG", workdir = "$TMP/file", status = 0,
+        grid = {{"crop", {false}}}, overrides = {total_steps = 1, ["input.batch_size"] = 4}}
+LUA
+"$BVLUA" sweep sweep.lua >"$TMP/out" 2>&1 || fail "the sweep file exited with $?"
+c=file/cropfalse/config.json
+grep -q '^    "batch_size": 4,$' "$c" && grep -q '^  "total_steps": 1,$' "$c" \
+  || fail "$c: the file's overrides"
+grep -q 'random_crop' "$c" && fail "$c: crop=false still crops"
+echo OK
