@@ -285,12 +285,6 @@ local function column_cells(values, n, limit)
     end
   end
   suf = math.min(suf, shortest - pre)
-  local diff = 0
-  for i = 1, n do
-    if cs[i] then diff = math.max(diff, #cs[i] - pre - suf) end
-  end
-  -- Context either side: what room the differing part leaves, at least a little.
-  local context = math.max(math.min(CONTEXT, (limit - 2) // 6), (limit - 2 - diff) // 2)
   for i = 1, n do
     local c = cs[i]
     if not c then
@@ -298,6 +292,9 @@ local function column_cells(values, n, limit)
     elseif pre == #c then  -- every value is this one: cut it in the middle
       out[i] = cut(c, 1, #c, limit)
     else
+      -- Context either side: the room the differing part leaves, or a little when it is cut.
+      local room = limit - 2 - (#c - pre - suf)
+      local context = room >= 2 and room // 2 or math.min(CONTEXT, (limit - 2) // 6)
       local lo, hi = math.max(1, pre + 1 - context), math.min(#c, #c - suf + context)
       local left, right = lo > 1 and "…" or "", hi < #c and "…" or ""
       out[i] = left .. cut(c, lo, hi, limit - #chars(left .. right)) .. right
