@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `bvlua train ... --profile START:STOP`: the steps of the window are recorded with libtorch's
 # profiler, the trace (Chrome trace format) goes to WORKDIR/profile/steps_START-STOP.pt.trace.json
-# with the table beside it, the table of the slowest ops to stdout; windows cut short by the
-# run's end or a resume; bad windows are usage errors. Usage: train_profile_test.sh path/to/bvlua
+# with the table beside it, the table of the slowest ops to stdout; evaluations and checkpoints
+# in the window are rows of their own, the training steps' time without them, and named ranges
+# inside their step in the trace; windows cut short by the run's end or a resume; bad windows
+# are usage errors. Usage: train_profile_test.sh path/to/bvlua
 set -u
 BVLUA=${1:?usage: train_profile_test.sh path/to/bvlua}
 TMP=$(mktemp -d)
@@ -57,6 +59,77 @@ expect_in out "aten::" "ops named"
 expect_in out "(in the steps but in no op: Lua, waiting for data, logging)" "time outside ops"
 expect_in out "trace: $T (open it in https://ui.perfetto.dev or chrome://tracing)" "where it is"
 check "the table on stdout is the file's" grep -qF "$(head -1 "$W/profile/steps_2-3.txt")" "$TMP/out"
+
+# Evaluations in the window: val at steps 2 and 4, test at 3, a checkpoint at 3. The table has
+# the training steps and each evaluator apart, and their times add up to the steps' whole.
+cat >"$TMP/cfg_evals.lua" <<LUA
+local c = dofile("$TMP/cfg.lua")
+c.evals = {val = {type = "classification", data = c.input.data, pp = c.input.pp, loss_name = c.loss, log_steps = 2},
+           test = {type = "classification", data = c.input.data, pp = c.input.pp, loss_name = c.loss, log_steps = 3}}
+return c
+LUA
+WE=$TMP/we
+run "$BVLUA" --threads 1 train "$TMP/cfg_evals.lua" --workdir "$WE" --profile 2:5
+expect_rc 0 "--profile 2:5 with evaluations"
+TE=$WE/profile/steps_2-5
+expect_in out "Profile of steps 2-5 on cpu with 1 threads (4 step(s)," "title with the steps"
+expect_in out "host ops, by self time (training steps and the ranges above together):" "ops header"
+expect_in out "(in eval/val, eval/test, checkpoint but in no op)" "the ranges' own time"
+breakdown() {  # the table's rows: counts, each mean its total over its count, the sum the whole
+  "$BVLUA" -e "
+    local text = bv.fs.read_file('$TE.txt')
+    local whole = assert(tonumber(text:match('%(4 step%(s%), ([%d.]+) s%)')), 'no title')
+    local rows, sum = {}, 0
+    for name, n, total, mean in text:gmatch('\n(%S[%S ]-) +(%d+) +([%d.]+) +([%d.]+) +[%d.]+%%') do
+      rows[name] = {n = tonumber(n), total = tonumber(total), mean = tonumber(mean)}
+      sum = sum + tonumber(total)
+      assert(math.abs(tonumber(total) / tonumber(n) - tonumber(mean)) < 0.002, name .. ': mean')
+    end
+    local want = {['training steps'] = 4, ['eval/val'] = 2, ['eval/test'] = 1, checkpoint = 1}
+    for name, n in pairs(want) do
+      assert(rows[name], 'no row ' .. name .. ' in:\n' .. text)
+      assert(rows[name].n == n, name .. ': count ' .. rows[name].n .. ', want ' .. n)
+    end
+    assert(math.abs(sum - whole) < 0.006, 'rows sum to ' .. sum .. ', the steps took ' .. whole)
+    assert(rows['training steps'].total < whole, 'training steps hold the evaluations')
+    -- each evaluator's rows hold at least what the metrics timed (z/secs/eval/NAME)
+    local timed = {val = 0, test = 0}
+    for line in io.lines('$WE/big_vision_metrics.txt') do
+      local m = require('bv.json').decode(line)
+      if m.step >= 2 and m.step <= 5 then
+        for name in pairs(timed) do timed[name] = timed[name] + (m['z/secs/eval/' .. name] or 0) end
+      end
+    end
+    for name, secs in pairs(timed) do
+      assert(secs > 0 and rows['eval/' .. name].total >= secs - 0.002,
+             name .. ': ' .. rows['eval/' .. name].total .. ' s, the metrics timed ' .. secs)
+    end"
+}
+check "table: training steps, evaluations and checkpoints apart" breakdown
+nested_ranges() {  # each range once per step it ran in, inside that step's ProfilerStep#N
+  "$BVLUA" -e "
+    local t = require('bv.json').decode(bv.fs.read_file('$TE.pt.trace.json'))
+    local steps, ranges = {}, {}
+    for _, e in ipairs(t.traceEvents) do
+      local n = e.name and tonumber(e.name:match('^ProfilerStep#(%d+)$'))
+      if n then steps[n] = e end
+      if e.name == 'eval/val' or e.name == 'eval/test' or e.name == 'checkpoint' then
+        ranges[#ranges + 1] = e
+      end
+    end
+    local found = {}
+    for _, r in ipairs(ranges) do
+      for n, s in pairs(steps) do
+        if r.ts >= s.ts and r.ts + r.dur <= s.ts + s.dur then
+          found[#found + 1] = r.name .. '@' .. n
+        end
+      end
+    end
+    table.sort(found)
+    local got, want = table.concat(found, ' '), 'checkpoint@3 eval/test@3 eval/val@2 eval/val@4'
+    assert(got == want, 'ranges in steps: ' .. got .. ', want ' .. want)"
+}
+check "trace: the evaluations and the checkpoint as ranges in their steps" nested_ranges
 
 # A window past the end: recorded up to the last step.
 W2=$TMP/w2
