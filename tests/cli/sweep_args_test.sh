@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `bvlua sweep` over a config argument (:flip) and a config key (lr) with a fixed --config
 # override: each job's config.json holds its values and the override, its name the swept values
-# only; the status table shows each job's last checkpoint. A bad key, value or argument in any job
-# is listed, naming the jobs, before anything is launched: no workdir is made. A sweep file's bare
-# name that is only an argument of the config (crop) sweeps that argument.
+# only; the status table shows each job's last checkpoint. A bad key, value or argument in any
+# job (and what bv.preflight finds) is listed, naming the jobs, before anything is launched: no
+# workdir is made. A sweep file's bare name that is only an argument of the config (crop) sweeps
+# that argument.
 # Usage: sweep_args_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: sweep_args_test.sh path/to/bvlua}")
@@ -49,7 +50,13 @@ grep -Fq "  lr0.001_fliptrue, lr0.0003_fliptrue: unknown config key \"total_step
   "$TMP/out" || fail "the unknown key, its jobs and the key meant"
 grep -q 'start' "$TMP/out" && fail "a job started"
 
-# An unknown argument in one job of two.
+# What `bvlua train --dry-run` finds (bv.preflight) in one job of two: a BiT depth that is none.
+"$BVLUA" sweep "$CFG" --workdir bad --grid model.depth=26,27 >"$TMP/out" 2>&1
+[ $? = 1 ] || fail "a bad model: exit code"
+grep -Fq '1 of 2 jobs would fail' "$TMP/out" && grep -Fq '  model_depth27: model: bit: unknown depth 27' \
+  "$TMP/out" || fail "the job with the bad model"
+
+# A bad argument value in one job of two, and an unknown argument.
 "$BVLUA" sweep "$CFG" --workdir bad --grid lr=1e-3 --grid :res=16,abc >"$TMP/out" 2>&1
 [ $? = 1 ] || fail "a bad argument value: exit code"
 grep -Fq '1 of 2 jobs would fail' "$TMP/out" && grep -Fq 'lr0.001_resabc: ' "$TMP/out" \

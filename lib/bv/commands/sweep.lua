@@ -12,6 +12,7 @@ local cli = require "bv.commands.cli"
 local config = require "bv.config"
 local config_keys = require "bv.config_keys"
 local json = require "bv.json"
+local preflight = require "bv.preflight"
 local suggest = require "bv.suggest"
 
 local M = {}
@@ -304,8 +305,8 @@ end
 
 -- The problems of one job's config, resolved in this process as `bvlua train` resolves it:
 -- bv.config.load with its ARGS, then each --config override in order (every bad one is listed),
--- then the JSON of config.json. Keys that no component reads are warned of, once in the sweep
--- (`warned`), as train warns of them.
+-- then the JSON of config.json, then bv.preflight's checks. Keys that no component reads are
+-- warned of, once in the sweep (`warned`), as train warns of them.
 local function problems_of(job, warned)
   local ok, cfg = pcall(config.load, job.config)
   if not ok then return {tostring(cfg)} end
@@ -321,9 +322,9 @@ local function problems_of(job, warned)
     if not warned[w] then require("bv.log").warn("%s", w) end
     warned[w] = true
   end
-  -- The deeper checks of `bvlua train --dry-run` (pp strings, evaluators, data files,
-  -- schedule) go here, on `cfg`, once bv.preflight offers them.
-  return out
+  -- What `bvlua train --dry-run` checks: pp strings, evaluators, data files, model, schedule.
+  local ok_check, found = pcall(preflight.problems, job.config, cfg)
+  return ok_check and found or {tostring(found)}
 end
 
 -- Checks every job before anything is launched or written: raises one error listing each
