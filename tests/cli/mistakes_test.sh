@@ -42,8 +42,10 @@ read -r -a L <"$TMP/labels"
 "$BVLUA" mistakes "$TMP/vqa.json" "$TMP/lines/val.jsonl" -o "$TMP/m.png" >"$TMP/out" 2>&1 \
   || fail "mistakes exited with $?"
 grep -q "3 of 6 answers are wrong; wrote 3 to" "$TMP/out" || fail "the count of mistakes"
-grep -q "^  id 3: Pred: \"\"   GT: ${L[3]}$" "$TMP/out" || fail "an empty answer is not shown as \"\""
-grep -q "^  id 4: Pred: $(((L[4] + 1) % 3))   GT: ${L[4]}$" "$TMP/out" || fail "the list of mistakes"
+grep -q "^  id 3: Pred: \"\"   GT: ${L[3]}$" "$TMP/out" \
+  || fail "an empty answer is not shown as \"\""
+grep -q "^  id 4: Pred: $(((L[4] + 1) % 3))   GT: ${L[4]}$" "$TMP/out" \
+  || fail "the list of mistakes"
 "$BVLUA" -e "
 local img = bv.image.read('$TMP/m.png')
 local s = img:shape()
@@ -56,8 +58,8 @@ assert(red > 200, 'red line pixels: ' .. red)" >"$TMP/out" 2>&1 || fail "the she
 
 # The classification evaluator's outfile: {id, label, prediction}, 0-based classes, of the
 # first 2 examples (an evaluation with a stop).
-echo "[{\"id\": \"0\", \"label\": ${L[0]}, \"prediction\": ${L[0]}},
-  {\"id\": \"1\", \"label\": ${L[1]}, \"prediction\": $(((L[1] + 2) % 3))}]" >"$TMP/cls.json"
+rec() { echo "{\"id\": \"$1\", \"label\": ${L[$1]}, \"prediction\": $2}"; }  # ID PREDICTION
+echo "[$(rec 0 "${L[0]}"), $(rec 1 $(((L[1] + 2) % 3)))]" >"$TMP/cls.json"
 "$BVLUA" mistakes "$TMP/cls.json" "$TMP/lines/val.jsonl" -o "$TMP/c.png" >"$TMP/out" 2>&1 \
   || fail "classification records exited with $?"
 grep -q "1 of 2 answers are wrong; wrote 1 to" "$TMP/out" || fail "classification mistakes"
@@ -67,20 +69,19 @@ grep -q "cls.json answers the first 2 of the 6 examples of .*val.jsonl" "$TMP/ou
 # Not the data the outfile was written from: refused, naming both files and what differs.
 refused() {  # OUTFILE DATA PATTERN WHAT
   "$BVLUA" mistakes "$1" "$2" -o "$TMP/x.png" >"$TMP/out" 2>&1
-  [ $? -eq 1 ] && grep -q "$(basename "$1") is not the outfile of .*$(basename "$2"): $3" "$TMP/out" \
-    && [ ! -e "$TMP/x.png" ] || fail "$4"
+  [ $? -eq 1 ] && grep -q "$(basename "$1") is not the outfile of .*$(basename "$2"): $3" \
+    "$TMP/out" && [ ! -e "$TMP/x.png" ] || fail "$4"
 }
 refused "$TMP/vqa.json" "$TMP/lines/changed.jsonl" \
-  "2 of the 6 labels differ (the first: record 3, id 2: ${L[2]} in the outfile, $(((L[2] + 1) % 3)) in the data)" \
+  "2 of the 6 labels differ (the first: record 3, id 2: ${L[2]} in the outfile, \
+$(((L[2] + 1) % 3)) in the data)" \
   "vqa gts that differ from the data's labels"
-echo "[{\"id\": \"0\", \"label\": ${L[0]}, \"prediction\": 0}, {\"id\": \"1\", \"label\": ${L[1]}, \"prediction\": 0},
-  {\"id\": \"2\", \"label\": ${L[2]}, \"prediction\": 0}]" >"$TMP/cls3.json"
+echo "[$(rec 0 0), $(rec 1 0), $(rec 2 0)]" >"$TMP/cls3.json"
 refused "$TMP/cls3.json" "$TMP/lines/changed.jsonl" \
   "1 of the 3 labels differ (the first: record 3, id 2: " "classification labels that differ"
 refused "$TMP/vqa.json" "$TMP/lines/four.jsonl" "it holds 6 answers, the data 4 examples" \
   "more answers than examples"
-echo "[{\"id\": \"0\", \"label\": ${L[0]}, \"prediction\": 0}, {\"id\": \"3\", \"label\": ${L[3]}, \"prediction\": 0}]" \
-  >"$TMP/gap.json"
+echo "[$(rec 0 0), $(rec 3 0)]" >"$TMP/gap.json"
 refused "$TMP/gap.json" "$TMP/lines/val.jsonl" \
   "its 2 answers are not the data's first 2 examples in order (record 2 is id 3" "a gap"
 echo '[{"question_id": "99", "answer": "1", "gts": ["2"]}]' >"$TMP/bad.json"
