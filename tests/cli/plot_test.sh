@@ -122,12 +122,18 @@ axis quarter 0.25 0.05
 [ $? -eq 1 ] && grep -q "x 'stp' is not in the 2 runs' .*(did you mean 'step'?)" "$TMP/out" \
   || fail "an --x typo"
 
-# A run that has logged nothing: an error naming its file; inside a directory, it is skipped.
+# A run that has logged nothing (or no training step): an error naming its file; inside a
+# directory, it is skipped.
 mkdir -p "$TMP/runs/c"
 : >"$TMP/runs/c/big_vision_metrics.txt"
 "$BVLUA" plot "$TMP/runs/c" -o "$TMP/q.png" >"$TMP/out" 2>&1
 [ $? -eq 1 ] && grep -q "runs/c/big_vision_metrics.txt holds no metrics" "$TMP/out" \
   || fail "a run without metrics"
+mkdir -p "$TMP/d"
+echo '{"step": 0, "eval/acc/prec@1": 0.3}' >"$TMP/d/big_vision_metrics.txt"
+"$BVLUA" plot "$TMP/d" -o "$TMP/q.png" >"$TMP/out" 2>&1
+[ $? -eq 1 ] && grep -q "no line of .*d/big_vision_metrics.txt holds training_loss and epoch" \
+  "$TMP/out" || fail "a run with its initial evaluation only"
 "$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" >"$TMP/out" 2>&1 && [ -e "$TMP/q.png" ] \
   && grep -q "skipping .*runs/c: its big_vision_metrics.txt holds no metrics yet" "$TMP/out" \
   || fail "a run without metrics among others"

@@ -51,6 +51,11 @@ local function fill_epoch(rows)
   end
 end
 
+local function files_of(data)
+  if #data == 1 then return data[1].name .. "/" .. metrics.FILE_NAME end
+  return string.format("the %d runs' %s", #data, metrics.FILE_NAME)
+end
+
 -- An error for a key that no run logged, with the keys it may have meant.
 local function unknown_key(what, key, data)
   local seen, keys = {}, {}
@@ -84,9 +89,7 @@ local function unknown_key(what, key, data)
     hint = " (its keys: " .. table.concat(keys, ", ", 1, math.min(#keys, 12))
            .. (#keys > 12 and string.format(", and %d more)", #keys - 12) or ")")
   end
-  local files = #data == 1 and data[1].name .. "/" .. metrics.FILE_NAME
-                or string.format("the %d runs' %s", #data, metrics.FILE_NAME)
-  error(string.format("%s '%s' is not in %s%s", what, key, files, hint), 0)
+  error(string.format("%s '%s' is not in %s%s", what, key, files_of(data), hint), 0)
 end
 
 local function logged(key, data)
@@ -265,7 +268,8 @@ local function main(argv)
       end
     end
     if not has_points(loss.series) then
-      error("no training_loss with an epoch in the metrics files (big_vision_metrics.txt)", 0)
+      error(string.format("no line of %s holds training_loss and epoch: the run has not logged "
+                          .. "a training step yet (--x/--y draw other keys)", files_of(data)), 0)
     end
     panels = {loss, speed, secs}
   end
