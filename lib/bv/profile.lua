@@ -94,8 +94,9 @@ function M.table(r, opts)
       and string.format("%d step(s), %.3f s", r.steps, r.steps_s)
       or string.format("%.3f s", r.wall_s))
   local names = breakdown(r, whole, add)
-  section(#names > 0 and "host ops, by self time (training steps and the ranges above together):"
-          or "host ops, by self time:", false)
+  local together = r.steps > 0 and " (training steps and the ranges above together)"
+      or " (in the ranges above and out of them)"
+  section("host ops, by self time" .. (#names > 0 and together or "") .. ":", false)
   if r.steps > 0 then
     row(r.outside_ops_s, "", "", "(in the steps but in no op: Lua, waiting for data, logging)")
   end
