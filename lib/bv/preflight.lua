@@ -144,7 +144,7 @@ local function data_problems(cfg, prepare, out, notes)
       if not size_ok then
         if ok then out[#out + 1] = message(src) end
         ntrain = nil
-      elseif (d.weight or 1) > 0 then
+      elseif not (type(d.weight) == "number" and d.weight <= 0) then  -- weight 0: not read
         ntrain = ntrain + src:size()
       end
     end

@@ -27,8 +27,8 @@ options:
                          training: pp strings and their ops, evaluator types, data files,
                          the model's name and options, model_init, the optimizer and its
                          schedule, the number of steps. Says "ok" or lists every problem,
-                         each naming its config key (stderr); exits 1 on a problem. Draws,
-                         allocates and (without --workdir) writes nothing
+                         each naming its config key (stderr); exits 1 on a problem. Draws
+                         no data, makes no weights and (without --workdir) writes nothing
   --nproc N              start N processes on this machine (one per GPU, or CPU processes)
                          joined by c10d; under torchrun or another launcher, RANK,
                          WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say the same
