@@ -195,9 +195,9 @@ end
 -- Jobs ------------------------------------------------------------------------------------------
 
 -- The arguments CONFIG declares (the names its get_config gives config.parse_arg, as a set; [1]
--- the first of an ordered spec, which a lone value goes to), and its
--- config as given (nil when that fails: each job's check then says why). A config that reads its
--- ARGS some other way declares none: sweep its arguments as :NAME.
+-- the first of an ordered spec, which a lone value goes to), and its config as given (nil when
+-- that fails: each job's check then says why). A config that reads its ARGS some other way
+-- declares none: sweep its arguments as :NAME.
 local function declared_args(spec_string)
   local names, parse_arg = {}, config.parse_arg
   config.parse_arg = function(arg, spec, opts)
