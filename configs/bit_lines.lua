@@ -19,6 +19,7 @@
 -- Data: data/lines/{train,val}.jsonl, one {"image": "<file name>", "label": <0..2>} per line,
 -- image files under data/lines/.
 local config = require "bv.config"
+local lines = require "bv.lines"
 
 -- A pp op defined right here, as configs may: register_pp_ops (returned below with get_config)
 -- runs in every data worker, so the op exists there; get_config itself registers nothing. A
@@ -132,4 +133,4 @@ local function get_config(arg)
   return c
 end
 
-return {get_config = get_config, register_pp_ops = register_pp_ops}
+return {get_config = get_config, prepare = lines.prepare, register_pp_ops = register_pp_ops}

@@ -6,6 +6,7 @@
 --
 -- Arguments: res (image size, default 64), quick (400 steps of 32), runlocal (a few steps).
 local config = require "bv.config"
+local lines = require "bv.lines"
 
 local function pp(res, train)
   local ops = {"decode"}
@@ -20,7 +21,7 @@ local function lines_data(split)
           fopen_keys = {image = "data/lines"}}
 end
 
-return function(arg)
+local function get_config(arg)
   arg = config.parse_arg(arg, {{"res", 64}, {"quick", false}, {"runlocal", false}})
   local c = {
     seed = 0,
@@ -53,3 +54,5 @@ return function(arg)
   end
   return c
 end
+
+return {get_config = get_config, prepare = lines.prepare}

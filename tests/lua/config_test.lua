@@ -494,7 +494,8 @@ local function run_train(argv)
                                        is_dir = function() return false end,
                                        read_file = function(p) return files[p] end,
                                        lock_workdir = function(d) files[d .. "/.bvlua.lock"] = "" end,
-                                       remove_tmp_leftovers = function() return {} end}},
+                                       remove_tmp_leftovers = function() return {} end,
+                                       cwd = real_bv.fs.cwd}},
                                 {__index = real_bv}))
   local ok, code = pcall(train.main, argv)
   io.stdout, io.stderr = real_out, real_err
