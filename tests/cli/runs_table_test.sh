@@ -14,7 +14,8 @@ export COLUMNS=100
 
 BASE='decode|resize(64)|value_range(-1, 1)'
 TAIL='onehot(3, key=\"label\", key_result=\"labels\")|keep(\"image\", \"labels\")'
-AUG="$BASE|flip_lr|lines_flip_ud|pad_to_shape(shape=(73, 73, 3), pad_value=1, where=\\\"both\\\")|random_crop(64)|$TAIL"
+CROP='pad_to_shape(shape=(73, 73, 3), pad_value=1, where=\"both\")|random_crop(64)'
+AUG="$BASE|flip_lr|lines_flip_ud|$CROP|$TAIL"
 FLIP="$BASE|flip_lr|lines_flip_ud|$TAIL"
 NOAUG="$BASE|$TAIL"
 # workdir DIR LR PP ACC1 ACC2 [EXTRA JSON]: two eval steps of eval/acc/prec@1
@@ -46,7 +47,9 @@ expect_in out "_range(-1, 1)|onehot(" "noaug's pp shows what follows value_range
 expect_in out "1)|flip_lr|" "aug's pp shows the start of its differing part"
 expect_in out "crop(64)|one" "and its end"
 expect_not_in out "decode|resize" "the shared start is elided"
-check "no input.pp cell over 40 characters" [ "$(pp_cells | awk '{print length}' | sort -n | tail -1)" -le 40 ]
+# The longest line in characters ("…" counted as one whatever the locale).
+longest() { sed 's/…/./g' | awk '{print length}' | sort -n | tail -1; }
+check "no input.pp cell over 40 characters" [ "$(pp_cells | longest)" -le 40 ]
 run "$BVLUA" runs sweeps --best
 check "--best: header" grep -Eq 'last eval/acc/prec@1 +best \(ranked\)$' "$TMP/out"
 check "--best ranks by the best" [ "$(sed -n 2p "$TMP/out" | awk '{print $1}')" = noaug/lr0.001 ]
@@ -63,7 +66,8 @@ expect_in err "'deep' holds no run" "three levels down"
 for r in x y; do
   n=$([ $r = x ] && echo 1 || echo 2)
   keys=$(for k in $(seq -w 1 30); do printf ', "k%s": %d' "$k" "$n$k"; done)
-  opts=$(for k in $(seq -w 1 30); do printf '"opt%s": "v%d"' "$k" "$n"; [ "$k" = 30 ] || printf ', '; done)
+  opts=$(for k in $(seq -w 1 30); do printf '"opt%s": "v%d", ' "$k" "$n"; done)
+  opts=${opts%, }
   workdir "mixed/$r" "0.$n" "$NOAUG" 0.5 0.6 "$keys, \"model\": {$opts}"
 done
 sed -i 's/^{/{"only": 1, /' mixed/x/config.json
@@ -71,30 +75,34 @@ sed -i 's/^{/{"only": 1, /' mixed/x/config.json
 check "--csv: every key that differs" [ "$(head -1 "$TMP/csv" | tr ',' '\n' | wc -l)" = 66 ]
 run env -u COLUMNS "$BVLUA" runs mixed
 expect_rc 0 "mixed configs"
-check "not a terminal: 100 columns" [ "$(awk '{print length}' "$TMP/out" | sort -n | tail -1)" -le 100 ]
+check "not a terminal: 100 columns" [ "$(longest <"$TMP/out")" -le 100 ]
 expect_in err "more config keys differ between the runs, left out to fit 100 columns" "the note"
 expect_in err "--keys K1,K2" "the note names --keys"
 check "the narrow keys first" grep -Eq '^run +k01 +k02 ' "$TMP/out"
 expect_not_in out "only" "a key every run has goes before one that only one run has"
 run env COLUMNS=60 "$BVLUA" runs mixed
-check "COLUMNS=60" [ "$(awk '{print length}' "$TMP/out" | sort -n | tail -1)" -le 60 ]
+check "COLUMNS=60" [ "$(longest <"$TMP/out")" -le 60 ]
 run "$BVLUA" runs mixed --keys model.opt07,lr
 check "--keys: those keys, in that order" \
   grep -Eq '^run +model.opt07 +lr +step +last eval/acc/prec@1 \(ranked\) +best$' "$TMP/out"
 expect_not_in err "left out" "--keys shows what it names"
+METRICS="last eval/acc/prec@1,best eval/acc/prec@1"
 run "$BVLUA" runs mixed --keys seed,model --csv
 check "--keys: a key the runs share, and a.b for all of a's" \
-  [ "$(head -1 "$TMP/out")" = "run,seed,$(seq -f 'model.opt%02g' 1 30 | paste -sd,),step,last eval/acc/prec@1,best eval/acc/prec@1" ]
+  [ "$(head -1 "$TMP/out")" = "run,seed,$(seq -f 'model.opt%02g' 1 30 | paste -sd,),step,$METRICS" ]
 run "$BVLUA" runs mixed --keys lr,model.opt7
 expect_rc 1 "an unknown key"
-expect_in err "--keys: no run's config has key 'model.opt7' (did you mean 'model.opt07'?)" "its suggestion"
+expect_in err "--keys: no run's config has key 'model.opt7' (did you mean 'model.opt07'?)" \
+  "its suggestion"
 
 # A misspelt metric is an error naming the one meant, not an empty column.
 run "$BVLUA" runs sweeps --metric eval/acc/prec1
 expect_rc 1 "a misspelt metric"
-expect_in err "no run logged metric 'eval/acc/prec1' (did you mean 'eval/acc/prec@1'?)" "metric typo"
+expect_in err "no run logged metric 'eval/acc/prec1' (did you mean 'eval/acc/prec@1'?)" \
+  "metric typo"
 run "$BVLUA" runs sweeps --metric zzz
-expect_in err "no run logged metric 'zzz'; the runs logged eval/acc/prec@1, training_loss" "no match"
+expect_in err "no run logged metric 'zzz'; the runs logged eval/acc/prec@1, training_loss" \
+  "no match"
 run "$BVLUA" runs sweeps --metric training_loss
 expect_rc 0 "a metric every run logged"
 expect_in out "last training_loss (ranked)" "training_loss"

@@ -26,7 +26,8 @@ run c 0.001 30 0.40 0.65
 
 export COLUMNS=100
 "$BVLUA" runs "$TMP/runs" >"$TMP/out" 2>&1 || fail "runs exited with $?"
-head -1 "$TMP/out" | grep -Eq '^run +lr +total_epochs +step +last eval/acc/prec@1 \(ranked\) +best$' \
+head -1 "$TMP/out" \
+  | grep -Eq '^run +lr +total_epochs +step +last eval/acc/prec@1 \(ranked\) +best$' \
   || fail "header: only the keys that differ, then step, last (ranked by), best"
 grep -q 'model.depth\|seed' "$TMP/out" && fail "keys that are the same everywhere are shown"
 order=$(tail -n +2 "$TMP/out" | awk '{print $1}' | xargs -n1 basename | tr -d '\n')

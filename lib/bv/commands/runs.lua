@@ -251,19 +251,21 @@ local function width(s) return utf8.len(s) or #s end
 local function cut(cs, i, j, n)
   if j - i + 1 <= n then return table.concat(cs, "", i, j) end
   local head = n // 2
-  return table.concat(cs, "", i, i + head - 1) .. "…" .. table.concat(cs, "", j - (n - head - 1) + 1, j)
+  return table.concat(cs, "", i, i + head - 1) .. "…"
+    .. table.concat(cs, "", j - (n - head - 1) + 1, j)
 end
 
 -- The cells of one key's column (values[i] for run i, nil where a run lacks the key), each at
 -- most `limit` characters. When some value is longer, what all values start and end with is
 -- elided: each cell shows the part where the values differ, with some context either side.
 local function column_cells(values, n, limit)
-  local cs, long, first = {}, false, nil
+  local cs, long, first, same = {}, false, nil, true
   for i = 1, n do
     if values[i] then
       cs[i] = chars(values[i])
       long = long or #cs[i] > limit
       first = first or cs[i]
+      same = same and values[i] == table.concat(first)
     end
   end
   local out = {}
@@ -289,13 +291,14 @@ local function column_cells(values, n, limit)
     local c = cs[i]
     if not c then
       out[i] = ""
-    elseif pre == #c then  -- every value is this one: cut it in the middle
+    elseif same then  -- no value differs: cut it in the middle
       out[i] = cut(c, 1, #c, limit)
     else
       -- Context either side: the room the differing part leaves, or a little when it is cut.
       local room = limit - 2 - (#c - pre - suf)
       local context = room >= 2 and room // 2 or math.min(CONTEXT, (limit - 2) // 6)
-      local lo, hi = math.max(1, pre + 1 - context), math.min(#c, #c - suf + context)
+      local lo, hi = pre + 1 - context, #c - suf + context
+      lo, hi = math.max(1, lo - math.max(0, hi - #c)), math.min(#c, hi + math.max(0, 1 - lo))
       local left, right = lo > 1 and "…" or "", hi < #c and "…" or ""
       out[i] = left .. cut(c, lo, hi, limit - #chars(left .. right)) .. right
     end
