@@ -341,12 +341,57 @@ function Checkpoint:params(prefix)
   return out
 end
 
+-- What a training checkpoint's top-level folders hold (the rest, such as rng/, by its name).
+local GROUP_NOUNS = {params = "parameters", opt = "optimizer state"}
+local GROUP_ORDER = {params = 1, opt = 2}
+
+-- A training checkpoint's tensors by top-level folder, {{name, tensors, count, bytes}, ...}
+-- (params/ first, then opt/, then the rest by name); nil unless params/ is there beside others.
+function Checkpoint:groups()
+  local by_name, list = {}, {}
+  for _, e in ipairs(self._entries) do
+    local top = e.name:match("^([^/]+)/") or e.name
+    local g = by_name[top]
+    if not g then
+      g = {name = top, tensors = 0, count = 0, bytes = 0}
+      by_name[top] = g
+      list[#list + 1] = g
+    end
+    g.tensors, g.count, g.bytes = g.tensors + 1, g.count + numel(e.shape), g.bytes + e.bytes
+  end
+  if not by_name.params or #list < 2 then return nil end
+  table.sort(list, function(a, b)
+    local ra, rb = GROUP_ORDER[a.name] or 3, GROUP_ORDER[b.name] or 3
+    if ra ~= rb then return ra < rb end
+    return a.name < b.name
+  end)
+  return list
+end
+
+local function plural(n, word) return M.commas(n) .. " " .. word .. (n == 1 and "" or "s") end
+
+-- The file, its size and counts: one line, or for a training checkpoint one more line per
+-- top-level folder, so its parameters (params/) and optimizer state (opt/) are counted apart
+-- (Adam's state alone is twice the parameters).
 function Checkpoint:summary()
   local step = self:step()
-  return string.format("%s%s (%s%s): %s tensors, %s parameters, %s", self:file(),
+  local head = string.format("%s%s (%s%s)", self:file(),
     self._prefix ~= "" and (" under " .. self._prefix) or "", self:format(),
-    step and (", step " .. step) or "", M.commas(#self._entries), M.commas(self:count()),
-    M.bytes(self:bytes()))
+    step and (", step " .. step) or "")
+  local groups = self:groups()
+  if not groups then
+    return string.format("%s: %s, %s parameters, %s", head, plural(#self._entries, "tensor"),
+                         M.commas(self:count()), M.bytes(self:bytes()))
+  end
+  local rows = {}
+  for i, g in ipairs(groups) do
+    local noun = GROUP_NOUNS[g.name]
+    rows[i] = {"  " .. (noun and string.format("%s (%s/):", noun, g.name) or g.name .. "/:"),
+               M.commas(g.count), noun == "parameters" and "parameters" or "values",
+               "in " .. plural(g.tensors, "tensor") .. ",", M.bytes(g.bytes)}
+  end
+  return string.format("%s: %s, %s\n%s", head, plural(#self._entries, "tensor"),
+                       M.bytes(self:bytes()), M.columns(rows, {[2] = true, [5] = true}))
 end
 
 -- Bytes of the arrays in the file.
@@ -364,7 +409,9 @@ function Checkpoint:tree(prefix, depth)
     view = self:sub(prefix)
     title = view:summary()
   end
-  return text(M.tree(view._entries, {title = title, depth = depth}))
+  -- Beside the parameters, a training checkpoint holds optimizer state: its total is of values.
+  return text(M.tree(view._entries, {title = title, depth = depth,
+                                     noun = view:groups() and "values" or nil}))
 end
 
 -- {rows = {{name, dtype, shape, norm, mean, std, min, max}, ...}} for the tensors `pattern`
@@ -725,7 +772,7 @@ run_mt.__tostring = function(run)
     lines[#lines + 1] = "  (no config.json)"
   end
   if run.ckpt then
-    lines[#lines + 1] = "  ckpt:    " .. run.ckpt:summary()
+    lines[#lines + 1] = "  ckpt:    " .. run.ckpt:summary():gsub("\n", "\n         ")
     lines[#lines + 1] = "  steps:   " .. table.concat(bv.ckpt.list(run.workdir), ", ")
   else
     lines[#lines + 1] = "  (" .. no_checkpoint_why(run.workdir, cfg) .. ")"

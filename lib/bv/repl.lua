@@ -3,7 +3,9 @@
 -- which names Tab offers, the `?name` docs, and the entry points.
 --
 --   bvlua repl                    a prompt
---   bvlua repl runs/x             ... with `run`, `config` and `ckpt` (bv.inspect.run)
+--   bvlua repl runs/x             ... with `run`, `config` and `ckpt` (bv.inspect.run), and
+--                                 the pp ops of the config it was trained from
+--                                 (bv.config_source)
 --   bvlua repl params.npz         ... with `ckpt` opened lazily (bv.inspect.checkpoint)
 --   require("bv.repl").start({globals = {...}, banner = "..."})   -- e.g. train --debug
 --
@@ -485,6 +487,9 @@ function M.main(args)
         local run = inspect.run(path)
         globals.run, globals.config, globals.ckpt = run, run.config, run.ckpt
         banner = tostring(run)
+        -- The config's own pp ops (run.pp, ?name), from the config file the run recorded.
+        local _, warning = require("bv.config_source").register_pp_ops(path, run.config)
+        if warning then io.stderr:write("bvlua repl: WARNING: ", warning, "\n") end
       else
         local ckpt = inspect.checkpoint(path)
         globals.ckpt = ckpt
