@@ -56,4 +56,12 @@ local function get_config(arg)
   return c
 end
 
-return {get_config = get_config, prepare = base.prepare}
+-- The Gemma tokenizer is checked first: without it the data workers would fail to start.
+local function prepare(c)
+  local me = config.tree_path("configs/lines/paligemma.lua")
+  bv.paligemma.check_tokenizer(c, "bvlua train " .. me .. " --workdir runs/pg",
+                               "bvlua train " .. me .. ":runlocal --workdir runs/pl")
+  base.prepare(c)
+end
+
+return {get_config = get_config, prepare = prepare}

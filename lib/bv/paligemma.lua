@@ -178,4 +178,35 @@ end
 -- The tokenizer the helpers use by default (needs the Gemma model: see bv.text).
 function M.tokenizer(opts) return bv.text.tokenizer(M.TOKENIZER, opts) end
 
+-- Whether config `c` tokenizes with Gemma's tokenizer: a pp string (input.pp, an evaluator's pp)
+-- or an evaluator's tokenizer naming gemma(...).
+local function uses_gemma(c)
+  local function gemma(s) return type(s) == "string" and s:find("gemma%(") ~= nil end
+  if gemma(c.input and c.input.pp) then return true end
+  for _, e in pairs(c.evals or {}) do
+    if type(e) == "table" and (gemma(e.pp) or gemma(e.pp_fn) or gemma(e.tokenizer)) then
+      return true
+    end
+  end
+  return false
+end
+
+-- For a config's prepare, before any data worker builds a pp: when `c` tokenizes with Gemma's
+-- tokenizer and its model file is nowhere bv.text looks, an error that says first what to run
+-- (`train_cmd`: the config's `bvlua train ...` line; `cpu_cmd`: one that needs no download, if
+-- any), then why.
+function M.check_tokenizer(c, train_cmd, cpu_cmd)
+  if not uses_gemma(c) then return end
+  local ok, why = pcall(bv.text.gemma_model_path)
+  if ok then return end
+  local looked = tostring(why):match("%(looked in: (.-)%); set") or tostring(why)
+  error(string.format("paligemma: no Gemma tokenizer. To fix: fetch it (gsutil cp %s ckpts/) "
+    .. "into the folder with the PaliGemma checkpoint and name that folder in BV_GEMMA_DIR: "
+    .. "BV_GEMMA_DIR=ckpts %s%s. Why: the pp tokenizes with %s, whose model file big_vision "
+    .. "reads from GCS and bvlua from $BV_GEMMA_DIR, as %s (looked in: %s)",
+    bv.text.GEMMA_GCS_MODEL, train_cmd,
+    cpu_cmd and (". On a CPU with nothing to download: " .. cpu_cmd) or "", M.TOKENIZER,
+    table.concat(bv.text.GEMMA_FILE_NAMES, " or "), looked), 0)
+end
+
 return M

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU tutorial's three configs (configs/lines/{resnet,siglip,paligemma}.lua) train end to end
 # in their runlocal form: ResNet with and without its augmentations (one of them an op the config
-# defines itself), SigLIP fine-tuned from a stand-in checkpoint written here (a small ViT under
-# img/, as a SigLIP npz is laid out, with a txt/ tower beside it), PaliGemma's tiny variant with
+# defines itself), SigLIP fine-tuned from the randomly initialised stand-in its prepare writes
+# (big_vision's two-tower layout: img/, txt/, t, b), and without runlocal an error naming where
+# big_vision publishes the real checkpoint, PaliGemma's tiny variant with
 # the tutorial's evaluators (eval/acc writes question_id, answer and gts for every example).
 # Each keeps checkpoints; a run that keeps none says so at its start, and the REPL's run says why.
 # Usage: lines_configs_test.sh path/to/bvlua
@@ -36,16 +37,37 @@ train resnet_noaug "$ROOT/configs/lines/resnet.lua:runlocal,flip=True,crop=False
 grep -q 'random_crop' resnet_noaug/config.json && fail "crop=False still crops"
 grep -q '"lr": 0.0003' resnet_noaug/config.json || fail "--config.lr 3e-4 (a space) was not applied"
 
-# SigLIP: a two-tower npz whose image tower is the runlocal ViT with a 10-class head (dont_load
-# keeps the config's own 3-class head).
+# SigLIP: runlocal needs nothing but the config. Its prepare writes a random two-tower stand-in
+# into the data directory (NOTE says so) and the ViT starts from its img/ (dont_load keeps the
+# config's own 3-class head).
+train siglip "$ROOT/configs/lines/siglip.lua:runlocal"
+grep -q 'NOTE: Wrote data/lines/siglip_standin_random.npz: a RANDOMLY INITIALISED stand-in' \
+  "$TMP/out" || fail "siglip: no NOTE that the stand-in is random"
+grep -q 'Initialised .* parameters from data/lines/siglip_standin_random.npz:img' "$TMP/out" \
+  || fail "siglip: not initialised from the stand-in"
 "$BVLUA" -e "
-local m = bv.models.build('vit', {variant = 'mu/4', pool_type = 'map', scan = true,
-                                  num_classes = 10, image_size = 32})
-local out = {['txt/Encoder_0/whatever'] = bv.zeros({2})}
-for k, v in pairs(m:init(5)) do out['img/' .. k] = v end
-bv.ckpt.save_npz('siglip.npz', out)" || fail "writing the stand-in checkpoint"
-train siglip "$ROOT/configs/lines/siglip.lua:runlocal,init=siglip.npz"
-grep -q 'Initialised .* parameters from siglip.npz:img' "$TMP/out" || fail "siglip: not initialised"
+local c = bv.inspect.checkpoint('data/lines/siglip_standin_random.npz')
+local function has(name) assert(c:info(name), 'no ' .. name .. ' in the stand-in') end
+has('img/Transformer/encoderblock/MlpBlock_0/Dense_0/kernel')  -- scanned, as the config's ViT
+has('img/MAPHead_0/probe'); has('img/pos_embedding')
+assert(c:info('img/pos_embedding').shape[2] == 64, '32 px in patches of 4: 64 positions')
+assert(not c:info('img/head/kernel'), 'out_dim (None, D): no image head, as big_vision SigLIP')
+has('txt/Embed_0/embedding'); has('txt/Encoder_0/encoder_norm/scale'); has('txt/head/kernel')
+has('t'); has('b')
+assert(math.abs(c.t:item() - math.log(10)) < 1e-6 and c.b:item() == -10, 't, b')" \
+  || fail "siglip: the stand-in's layout"
+# Without runlocal, the missing So400m checkpoint is named with where to get it, before any
+# data is drawn.
+"$BVLUA" train "$ROOT/configs/lines/siglip.lua:data=nodata" --workdir siglip_real >"$TMP/out" 2>&1 \
+  && fail "siglip without a checkpoint succeeded"
+grep -qF 'no SigLIP checkpoint at webli_en_so400m_224_57633886.npz' "$TMP/out" \
+  || fail "siglip: the error does not name the missing file"
+grep -qF 'gs://big_vision/siglip/webli_en_so400m_224_57633886.npz' "$TMP/out" \
+  || fail "siglip: the error does not say where big_vision publishes it"
+grep -qF 'siglip.lua:init=PATH/webli_en_so400m_224_57633886.npz' "$TMP/out" \
+  || fail "siglip: the error does not say how to point the config at it"
+grep -qF 'siglip.lua:runlocal trains a tiny ViT' "$TMP/out" || fail "siglip: no runlocal hint"
+[ -e nodata ] && fail "siglip: data drawn before the checkpoint was checked"
 
 train paligemma "$ROOT/configs/lines/paligemma.lua:runlocal"
 grep -q '^\[8\] val/pplx/avg = ' "$TMP/out" || fail "paligemma: no val/pplx at the last step"
@@ -62,6 +84,13 @@ for _, r in ipairs(rows) do
 end
 assert(seen['0'] and seen['15'], 'question ids are the examples ids')" \
   || fail "paligemma: the vqa outfile"
+
+# The real PaliGemma without its tokenizer: the fix first (the command to run), then why.
+env -u BV_GEMMA_DIR "$BVLUA" train "$ROOT/configs/lines/paligemma.lua" --workdir pg_real \
+  >"$TMP/out" 2>&1 && fail "paligemma without a tokenizer succeeded"
+grep -q '^bvlua: paligemma: no Gemma tokenizer. To fix: fetch it (gsutil cp gs://big_vision/gemma_tokenizer.model ckpts/) .* BV_GEMMA_DIR=ckpts bvlua train .*paligemma.lua --workdir runs/pg. On a CPU with nothing to download: bvlua train .*paligemma.lua:runlocal .*\. Why: .*looked in: nothing: BV_GEMMA_DIR is not set' \
+  "$TMP/out" || fail "paligemma: the missing tokenizer's message (fix, then why)"
+grep -q 'data worker' "$TMP/out" && fail "paligemma: the data workers started without a tokenizer"
 
 # A run that keeps no checkpoint says so, and the REPL's run says why.
 "$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal" --workdir nockpt \
