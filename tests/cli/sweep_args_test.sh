@@ -30,7 +30,7 @@ for lr in 0.001 0.0003; do
     grep -q '^  "total_steps": 2,$' "$c" || fail "$c: the fixed --config.total_steps=2 is not there"
     # flip=true adds the config's own up-down flip to the training pp, flip=false leaves it out.
     n=$(grep -c 'flip_lr|lines_flip_ud' "$c")
-    [ "$n" = "$([ $flip = true ] && echo 1 || echo 0)" ] || fail "$c: flip=$flip, the pp says otherwise"
+    [ "$n" = "$([ $flip = true ] && echo 1 || echo 0)" ] || fail "$c: flip=$flip, not in the pp"
   done
 done
 grep -Eq '^  done +lr0.001_fliptrue +step 2  ckpt 2  eval/acc/prec@1 [0-9.]+ ' "$TMP/out" \
@@ -46,15 +46,17 @@ grep -q '^bvlua sweep: 4 of 4 jobs would fail; nothing was launched:$' "$TMP/out
   || fail "no summary of the failing jobs"
 grep -Fq '  lr0.001_flipmaybe, lr0.0003_flipmaybe: ' "$TMP/out" || fail "the bad value's jobs"
 grep -Fq 'key "flip" expects true or false, got "maybe"' "$TMP/out" || fail "the bad value"
-grep -Fq "  lr0.001_fliptrue, lr0.0003_fliptrue: unknown config key \"total_stepz\" (--config.total_stepz) (did you mean 'total_steps'?)" \
-  "$TMP/out" || fail "the unknown key, its jobs and the key meant"
+want="unknown config key \"total_stepz\" (--config.total_stepz) (did you mean 'total_steps'?)"
+grep -Fq "  lr0.001_fliptrue, lr0.0003_fliptrue: $want" "$TMP/out" \
+  || fail "the unknown key, its jobs and the key meant"
 grep -q 'start' "$TMP/out" && fail "a job started"
 
 # What `bvlua train --dry-run` finds (bv.preflight) in one job of two: a BiT depth that is none.
 "$BVLUA" sweep "$CFG" --workdir bad --grid model.depth=26,27 >"$TMP/out" 2>&1
 [ $? = 1 ] || fail "a bad model: exit code"
-grep -Fq '1 of 2 jobs would fail' "$TMP/out" && grep -Fq '  model_depth27: model: bit: unknown depth 27' \
-  "$TMP/out" || fail "the job with the bad model"
+grep -Fq '1 of 2 jobs would fail' "$TMP/out" \
+  && grep -Fq '  model_depth27: model: bit: unknown depth 27' "$TMP/out" \
+  || fail "the job with the bad model"
 
 # A bad argument value in one job of two, and an unknown argument.
 "$BVLUA" sweep "$CFG" --workdir bad --grid lr=1e-3 --grid :res=16,abc >"$TMP/out" 2>&1
@@ -64,6 +66,11 @@ grep -Fq '1 of 2 jobs would fail' "$TMP/out" && grep -Fq 'lr0.001_resabc: ' "$TM
 "$BVLUA" sweep "$CFG" --workdir bad --grid :flipp=true >"$TMP/out" 2>&1
 [ $? = 1 ] || fail "an unknown argument: exit code"
 grep -Fq "\"flipp\" (did you mean 'flip'?)" "$TMP/out" || fail "the unknown argument"
+# A bare name that is neither a key nor an argument, but close to one.
+"$BVLUA" sweep "$CFG" --workdir bad --grid flipp=true >"$TMP/out" 2>&1
+[ $? = 1 ] && grep -Fq '"flipp" is no config key and no argument of the config' "$TMP/out" \
+  && grep -Fq '(did you mean the argument ":flip"?)' "$TMP/out" \
+  || fail "a bare name close to an argument"
 [ -e bad ] && fail "a bad sweep made its workdir"
 
 # A sweep file: crop is an argument of the config and no config key, so the grid's bare "crop"

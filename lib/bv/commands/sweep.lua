@@ -78,7 +78,9 @@ local function variants(spec)
     if type(spec.list) ~= "table" then error("list must be a list of tables of values", 0) end
     local out = {}
     for i, v in ipairs(spec.list) do
-      if type(v) ~= "table" then error(string.format("list[%d] is not a table of overrides", i), 0) end
+      if type(v) ~= "table" then
+        error(string.format("list[%d] is not a table of overrides", i), 0)
+      end
       local keys = {}
       for k in pairs(v) do keys[#keys + 1] = k end
       table.sort(keys)
@@ -236,7 +238,19 @@ local function classify(name, declared, cfg)
     return arg, true
   end
   if name:match("^config%.") then return name:sub(8), false end
-  return name, declared[name] == true and not is_config_key(cfg, name)
+  if not cfg or is_config_key(cfg, name) then return name, false end
+  if declared[name] then return name, true end
+  local args = {}
+  for k in pairs(declared) do
+    if type(k) == "string" then args[#args + 1] = k end
+  end
+  table.sort(args)
+  local near = suggest.closest(name, args)
+  if near then  -- else --config's unknown key, with the closest config key, says it per job
+    error(string.format('"%s" is no config key and no argument of the config (did you mean the '
+                        .. 'argument ":%s"?)', bv.snippet(name), near), 0)
+  end
+  return name, false
 end
 
 -- CONFIG[:ARGS] with the swept arguments after ARGS (the last of a name given twice wins).
