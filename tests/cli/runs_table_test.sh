@@ -45,7 +45,7 @@ check "three different input.pp cells" [ "$(pp_cells | sort -u | wc -l)" = 3 ]
 expect_in out "1)|flip_lr|lines_flip_ud|one" "flip's pp shows its ops"
 expect_in out "_range(-1, 1)|onehot(" "noaug's pp shows what follows value_range"
 expect_in out "1)|flip_lr|" "aug's pp shows the start of its differing part"
-expect_in out "crop(64)|one" "and its end"
+expect_in out "crop(64)|…" "and its end"
 expect_not_in out "decode|resize" "the shared start is elided"
 # The longest line in characters ("…" counted as one whatever the locale).
 longest() { sed 's/…/./g' | awk '{print length}' | sort -n | tail -1; }

@@ -294,11 +294,19 @@ local function column_cells(values, n, limit)
     elseif same then  -- no value differs: cut it in the middle
       out[i] = cut(c, 1, #c, limit)
     else
-      -- Context either side: the room the differing part leaves, or a little when it is cut.
+      -- Context either side: the room the differing part leaves; when it is cut, only the
+      -- rest of a word it starts or ends inside of.
       local room = limit - 2 - (#c - pre - suf)
-      local context = room >= 2 and room // 2 or math.min(CONTEXT, (limit - 2) // 6)
-      local lo, hi = pre + 1 - context, #c - suf + context
-      lo, hi = math.max(1, lo - math.max(0, hi - #c)), math.min(#c, hi + math.max(0, 1 - lo))
+      local lo, hi = pre + 1, #c - suf
+      if room >= 2 then
+        lo, hi = lo - room // 2, hi + room // 2
+        lo, hi = math.max(1, lo - math.max(0, hi - #c)), math.min(#c, hi + math.max(0, 1 - lo))
+      else
+        local function word(ch) return ch ~= nil and ch:find("^[%w_]") ~= nil end
+        local start_in, end_in = word(c[lo]), word(c[hi])
+        while start_in and lo > 1 and pre + 1 - lo < CONTEXT and word(c[lo - 1]) do lo = lo - 1 end
+        while end_in and hi < #c and hi - (#c - suf) < CONTEXT and word(c[hi + 1]) do hi = hi + 1 end
+      end
       local left, right = lo > 1 and "…" or "", hi < #c and "…" or ""
       out[i] = left .. cut(c, lo, hi, limit - #chars(left .. right)) .. right
     end
