@@ -255,6 +255,8 @@ local function cut(cs, i, j, n)
     .. table.concat(cs, "", j - (n - head - 1) + 1, j)
 end
 
+local function is_word(ch) return ch ~= nil and ch:find("^[%w_]") ~= nil end
+
 -- The cells of one key's column (values[i] for run i, nil where a run lacks the key), each at
 -- most `limit` characters. When some value is longer, what all values start and end with is
 -- elided: each cell shows the part where the values differ, with some context either side.
@@ -302,10 +304,13 @@ local function column_cells(values, n, limit)
         lo, hi = lo - room // 2, hi + room // 2
         lo, hi = math.max(1, lo - math.max(0, hi - #c)), math.min(#c, hi + math.max(0, 1 - lo))
       else
-        local function word(ch) return ch ~= nil and ch:find("^[%w_]") ~= nil end
-        local start_in, end_in = word(c[lo]), word(c[hi])
-        while start_in and lo > 1 and pre + 1 - lo < CONTEXT and word(c[lo - 1]) do lo = lo - 1 end
-        while end_in and hi < #c and hi - (#c - suf) < CONTEXT and word(c[hi + 1]) do hi = hi + 1 end
+        local start_in, end_in = is_word(c[lo]), is_word(c[hi])
+        while start_in and lo > 1 and pre + 1 - lo < CONTEXT and is_word(c[lo - 1]) do
+          lo = lo - 1
+        end
+        while end_in and hi < #c and hi - (#c - suf) < CONTEXT and is_word(c[hi + 1]) do
+          hi = hi + 1
+        end
       end
       local left, right = lo > 1 and "…" or "", hi < #c and "…" or ""
       out[i] = left .. cut(c, lo, hi, limit - #chars(left .. right)) .. right
