@@ -145,7 +145,7 @@ end
 local LOCK_FILE = ".bvlua.lock"
 
 -- What a run that failed before its first step leaves in a workdir it made: nothing worth
--- keeping when the directory holds only config.json (and its lock) and a metrics file with no
+-- keeping when the directory holds only config.json (its lock, config_source.json) and a metrics file with no
 -- line past step 0 (the initial evals). Returns those names, or nil when there is anything else (a checkpoint, a
 -- step's line, a file of the config's prepare or of someone else).
 function M.unused_workdir(dir)
@@ -157,7 +157,8 @@ function M.unused_workdir(dir)
       for line in fs.read_file(dir .. "/" .. name):gmatch("[^\n]+") do
         if not line:match('^{"step": 0[,}]') then return nil end
       end
-    elseif name ~= "config.json" and name ~= LOCK_FILE then
+    elseif name ~= "config.json" and name ~= LOCK_FILE
+           and name ~= require("bv.config_source").FILE_NAME then
       return nil
     end
   end
@@ -266,6 +267,9 @@ function M.main(argv)
     saved_to = opts.workdir:gsub("/+$", "") .. "/config.json"
     keep_changed_config(fs, opts.workdir, saved_to, text)
     fs.write_file(saved_to, text)
+    -- Which config file made this run, for what opens the workdir later (the REPL runs its
+    -- register_pp_ops).
+    require("bv.config_source").write(opts.workdir, opts.config)
   end
   if opts.dry_run then return 0 end
   -- config.json shows None as null; the trainer gets None as absent (bv.config_keys).
