@@ -6,6 +6,9 @@
 # big_vision publishes the real checkpoint, PaliGemma's tiny variant with
 # the tutorial's evaluators (eval/acc writes question_id, answer and gts for every example).
 # Each keeps checkpoints; a run that keeps none says so at its start, and the REPL's run says why.
+# The three runlocal runs are the README's lines for a CPU walk of the tutorial, run as written
+# there (from a directory holding configs/, as the repository root does), so the README's
+# commands are the ones tested.
 # Usage: lines_configs_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: lines_configs_test.sh path/to/bvlua}")
@@ -18,21 +21,38 @@ cd "$TMP" || exit 1  # the configs read data/lines/ relative to the working dire
 "$BVLUA" run "$ROOT/scripts/make_lines.lua" data/lines --train 160 --val 40 --test 8 >/dev/null \
   || fail "make_lines"
 
-train() {  # train WORKDIR CONFIG[:ARGS] [FLAGS...]
-  local w=$1; shift
-  "$BVLUA" train "$@" --workdir "$w" >"$TMP/out" 2>&1 || fail "train $w exited with $?"
+trained() {  # trained WORKDIR: the run's output ($TMP/out) and files say it trained to the end
+  local w=$1
   grep -q '^\[8\] eval/acc/' "$TMP/out" || fail "$w: no eval/acc at the last step"
   [ -d "$w/ckpt-000000008" ] || fail "$w: no checkpoint at the end"
   grep -q "No checkpoints will be saved" "$TMP/out" && fail "$w: says it saves nothing"
   return 0
 }
+train() {  # train WORKDIR CONFIG[:ARGS] [FLAGS...]
+  local w=$1; shift
+  "$BVLUA" train "$@" --workdir "$w" >"$TMP/out" 2>&1 || fail "train $w exited with $?"
+  trained "$w"
+}
+ln -s "$ROOT/configs" configs
+mapfile -t README_RUNS < <(grep -E '^    bvlua train configs/lines/[a-z]+\.lua:runlocal --workdir [a-z_/]+$' \
+  "$ROOT/README.md")
+[ "${#README_RUNS[@]}" -eq 3 ] || fail "the README has ${#README_RUNS[@]} runlocal lines, want 3"
+readme_train() {  # readme_train NAME: the README's line for configs/lines/NAME.lua; W: its workdir
+  local line words
+  line=$(printf '%s\n' "${README_RUNS[@]}" | grep -F "configs/lines/$1.lua:runlocal ")
+  [ -n "$line" ] || fail "the README has no runlocal line for configs/lines/$1.lua"
+  read -r -a words <<<"$line"
+  W=${words[-1]}
+  "$BVLUA" "${words[@]:1}" >"$TMP/out" 2>&1 || fail "the README's '${line# *}' exited with $?"
+  trained "$W"
+}
 
-train resnet "$ROOT/configs/lines/resnet.lua:runlocal"
-grep -q 'lines_flip_ud' resnet/config.json || fail "the config's own op is not in the train pp"
-grep -q 'random_crop(32)' resnet/config.json || fail "crop is on by default"
-"$BVLUA" mistakes resnet/eval_acc_8.json data/lines/val.jsonl -o resnet/mistakes.png >"$TMP/out" 2>&1 \
+readme_train resnet
+grep -q 'lines_flip_ud' "$W/config.json" || fail "the config's own op is not in the train pp"
+grep -q 'random_crop(32)' "$W/config.json" || fail "crop is on by default"
+"$BVLUA" mistakes "$W/eval_acc_8.json" data/lines/val.jsonl -o "$W/mistakes.png" >"$TMP/out" 2>&1 \
   || fail "bvlua mistakes on the classification evaluator's outfile"
-[ -s resnet/mistakes.png ] || fail "no mistakes sheet"
+[ -s "$W/mistakes.png" ] || fail "no mistakes sheet"
 train resnet_noaug "$ROOT/configs/lines/resnet.lua:runlocal,flip=True,crop=False" --config.lr 3e-4
 grep -q 'random_crop' resnet_noaug/config.json && fail "crop=False still crops"
 grep -q '"lr": 0.0003' resnet_noaug/config.json || fail "--config.lr 3e-4 (a space) was not applied"
@@ -40,7 +60,7 @@ grep -q '"lr": 0.0003' resnet_noaug/config.json || fail "--config.lr 3e-4 (a spa
 # SigLIP: runlocal needs nothing but the config. Its prepare writes a random two-tower stand-in
 # into the data directory (NOTE says so) and the ViT starts from its img/ (dont_load keeps the
 # config's own 3-class head).
-train siglip "$ROOT/configs/lines/siglip.lua:runlocal"
+readme_train siglip
 grep -q 'NOTE: Wrote data/lines/siglip_standin_random.npz: a RANDOMLY INITIALISED stand-in' \
   "$TMP/out" || fail "siglip: no NOTE that the stand-in is random"
 grep -q 'Initialised .* parameters from data/lines/siglip_standin_random.npz:img' "$TMP/out" \
@@ -69,11 +89,12 @@ grep -qF 'siglip.lua:init=PATH/webli_en_so400m_224_57633886.npz' "$TMP/out" \
 grep -qF 'siglip.lua:runlocal trains a tiny ViT' "$TMP/out" || fail "siglip: no runlocal hint"
 [ -e nodata ] && fail "siglip: data drawn before the checkpoint was checked"
 
-train paligemma "$ROOT/configs/lines/paligemma.lua:runlocal"
+readme_train paligemma
 grep -q '^\[8\] val/pplx/avg = ' "$TMP/out" || fail "paligemma: no val/pplx at the last step"
+PG=$W
 "$BVLUA" -e "
 local json = require 'bv.json'
-local f = assert(io.open('paligemma/vqa_eval_8.json'))
+local f = assert(io.open('$PG/vqa_eval_8.json'))
 local rows = json.decode(f:read('a'))
 f:close()
 assert(#rows == 16, 'expected 16 examples in the outfile, got ' .. #rows)
