@@ -39,7 +39,9 @@ options:
                          CUDA, gloo on the CPU)
   --profile START:STOP   record steps START to STOP (e.g. 5:8) with libtorch's profiler:
                          the trace goes to DIR/profile/steps_START-STOP.pt.trace.json (open it
-                         in ui.perfetto.dev or chrome://tracing), the slowest ops to stdout
+                         in ui.perfetto.dev or chrome://tracing; evaluations and checkpoints
+                         are ranges in it), a table to stdout: the training steps' time apart
+                         from evaluations and checkpoints, then the slowest ops
   --stop-after N         stop after step N with a checkpoint, as a SIGTERM would (the run
                          resumes from it when started again)
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
