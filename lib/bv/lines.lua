@@ -38,15 +38,25 @@ M.DRAW_SIZE = "12,000 images, 49 MB"
 -- Set to 1, it lets prepare draw into a directory outside the current one.
 M.ANYWHERE_ENV = "BV_LINES_ANYWHERE"
 
--- Whether `path` is the current directory or lies below it: relative and never climbing above
--- it with "..", or absolute and bv.fs.cwd() or below. Only the text is compared (no symbolic
--- links followed).
-local function under_cwd(path)
-  local cwd = bv.fs.cwd()
-  if path:sub(1, 1) == "/" then
-    if path ~= cwd and path:sub(1, #cwd + 1) ~= cwd .. "/" then return false end
-    path = path:sub(#cwd + 2)
+-- The directories that name the current directory: bv.fs.cwd() (symbolic links resolved) and,
+-- when it is a directory, $PWD (the shell's name for it, through a symlinked path as the user
+-- typed it). Neither ends in "/" except the root "/".
+local function cwd_names()
+  local names = {bv.fs.cwd()}
+  local pwd = os.getenv("PWD")
+  if pwd and pwd:sub(1, 1) == "/" and pwd ~= names[1] and bv.fs.is_dir(pwd) then
+    names[2] = pwd
   end
+  for i, name in ipairs(names) do
+    names[i] = name:gsub("/+$", "")
+    if names[i] == "" then names[i] = "/" end
+  end
+  return names
+end
+
+-- Whether the relative `path` stays at or below where it starts (never climbs above it with
+-- "..").
+local function stays_below(path)
   local depth = 0
   for seg in path:gmatch("[^/]+") do
     if seg == ".." then depth = depth - 1 elseif seg ~= "." then depth = depth + 1 end
@@ -55,17 +65,40 @@ local function under_cwd(path)
   return true
 end
 
+-- Whether `path` is the current directory or lies below it: relative and never climbing above
+-- it with "..", or absolute and at or below one of the current directory's names (cwd_names:
+-- the resolved one, or $PWD through a symbolic link). The current directory "/" holds every
+-- absolute path.
+function M.under_cwd(path)
+  if path:sub(1, 1) ~= "/" then return stays_below(path) end
+  for _, cwd in ipairs(cwd_names()) do
+    if cwd == "/" then return stays_below(path) end
+    if path == cwd or path:sub(1, #cwd + 1) == cwd .. "/" then
+      if stays_below(path:sub(#cwd + 2)) then return true end
+    end
+  end
+  return false
+end
+
+-- Whether the data set in `dir` is all there: train.jsonl, val.jsonl and test.jsonl
+-- (scripts/make_lines.lua writes each split's jsonl after its images, in that order; --test 0
+-- still writes an empty test.jsonl). One missing, and a drawing was cut short or is under way.
+function M.complete(dir)
+  for _, split in ipairs({"train", "val", "test"}) do
+    if not bv.fs.exists(dir .. "/" .. split .. ".jsonl") then return false end
+  end
+  return true
+end
+
 -- What prepare would do for config `c`: nil when its training data is not the lines data set's
--- train.jsonl or exists already, else {dir = DIR to draw into, refused = the message when DIR is
+-- train.jsonl, or when that directory holds the whole data set already (M.complete), else {dir = DIR to draw into, refused = the message when DIR is
 -- outside the current directory and BV_LINES_ANYWHERE is not 1}.
 function M.plan(c)
   local fname = c.input and c.input.data and c.input.data.fname
-  if type(fname) ~= "string" or not fname:match("/train%.jsonl$") or bv.fs.exists(fname) then
-    return nil
-  end
-  local dir = fname:match("^(.*)/train%.jsonl$")
+  local dir = type(fname) == "string" and fname:match("^(.*)/train%.jsonl$")
+  if not dir or M.complete(dir) then return nil end
   local plan = {dir = dir}
-  if not under_cwd(dir) and os.getenv(M.ANYWHERE_ENV) ~= "1" then
+  if not M.under_cwd(dir) and os.getenv(M.ANYWHERE_ENV) ~= "1" then
     plan.refused = string.format("bv.lines: refusing to draw the lines data set (%s) into %s "
       .. "(input.data.fname: %s), outside the current directory %s: is the path mistyped? To "
       .. "draw it there, run bvlua run %s %s, or set %s=1 and train again", M.DRAW_SIZE, dir,

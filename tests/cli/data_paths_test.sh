@@ -48,4 +48,22 @@ BV_LINES_ANYWHERE=1 "$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal,data
 grep -qF "bv.lines: drawing the lines data set (12,000 images, 49 MB) into /proc/bvlua_none/lines" \
   "$TMP/out" || fail "BV_LINES_ANYWHERE=1: the drawing is not said"
 grep -qF "bv.lines: could not make /proc/bvlua_none/lines" "$TMP/out" || fail "the failed drawing"
+# Below the current directory is judged by the directory, not its spelling: in a directory
+# entered through a symbolic link ($PWD is the link, bv.fs.cwd() the real directory), both
+# spellings of a path below it are drawn into; with the current directory /, an absolute path is
+# below it. (--dry-run: said, nothing drawn.)
+mkdir "$TMP/real" && ln -s "$TMP/real" "$TMP/link" || fail "the link"
+cd "$TMP/link" || fail "cd link"
+for dir in "$TMP/link/data/lines" "$TMP/real/data/lines"; do
+  "$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal,data=$dir" --dry-run >"$TMP/out" 2>&1
+  [ $? -eq 0 ] || fail "in a symlinked directory, data=$dir: exit code"
+  grep -qF "bvlua train draws the lines data set (12,000 images, 49 MB) into $dir first" \
+    "$TMP/out" || fail "in a symlinked directory, data=$dir is not drawn"
+done
+cd / || fail "cd /"
+"$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal,data=$TMP/root_lines" --dry-run \
+  >"$TMP/out" 2>&1
+[ $? -eq 0 ] || fail "in /: exit code"
+grep -qF "into $TMP/root_lines first" "$TMP/out" || fail "in /, an absolute path is refused"
+[ -z "$(ls -A "$TMP/real")" ] && [ ! -e "$TMP/root_lines" ] || fail "a dry run drew"
 echo OK
