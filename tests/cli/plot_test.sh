@@ -5,7 +5,8 @@
 # name what is wrong. With -v it prints what it drew, which the rest checks: the step-0
 # evaluation (a line without epoch) is drawn at epoch 0; a constant is drawn around its value;
 # a series of one point has a dot in the legend too; a typo in a key, or a run that has logged
-# nothing, is an error naming it.
+# nothing, is an error naming it; a sweep's first run that has not evaluated yet does not decide
+# the eval metric.
 # Usage: plot_test.sh path/to/bvlua
 set -u
 BVLUA=$(realpath "${1:?usage: plot_test.sh path/to/bvlua}")
@@ -137,4 +138,19 @@ echo '{"step": 0, "eval/acc/prec@1": 0.3}' >"$TMP/d/big_vision_metrics.txt"
 "$BVLUA" plot "$TMP/runs" -o "$TMP/q.png" >"$TMP/out" 2>&1 && [ -e "$TMP/q.png" ] \
   && grep -q "skipping .*runs/c: its big_vision_metrics.txt holds no metrics yet" "$TMP/out" \
   || fail "a run without metrics among others"
+
+# A sweep whose first run has not evaluated yet: the eval metric is the one the second logged
+# (as `bvlua runs` picks it), not training_loss; the runs are named below the directory they
+# share.
+mkdir -p "$TMP/sweep/lr1" "$TMP/sweep/lr2"
+printf '%s\n' '{"step": 1, "epoch": 0.5, "training_loss": 1.0}' \
+  '{"step": 2, "epoch": 1, "training_loss": 0.9}' >"$TMP/sweep/lr1/big_vision_metrics.txt"
+printf '%s\n' '{"step": 1, "epoch": 0.5, "training_loss": 1.1}' \
+  '{"step": 2, "epoch": 1, "training_loss": 0.8, "eval/acc/prec@1": 0.4}' \
+  >"$TMP/sweep/lr2/big_vision_metrics.txt"
+"$BVLUA" plot "$TMP/sweep" -o "$TMP/s.png" -v >"$TMP/out" 2>&1 || fail "sweep exited with $?"
+grep -q "^panel 1: training loss and eval/acc/prec@1$" "$TMP/out" \
+  && grep -q "^  series eval/acc/prec@1 of lr1: 0 points$" "$TMP/out" \
+  && grep -q "^  series eval/acc/prec@1 of lr2: 1 point, epoch 1 to 1$" "$TMP/out" \
+  || fail "the eval metric of a sweep whose first run has not evaluated"
 echo OK

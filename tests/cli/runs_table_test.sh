@@ -107,7 +107,7 @@ run "$BVLUA" runs sweeps --metric training_loss
 expect_rc 0 "a metric every run logged"
 expect_in out "last training_loss (ranked)" "training_loss"
 
-# --json: numbers, booleans, lists and strings as JSON has them.
+# --json: numbers, booleans, lists and strings as JSON has them; config values under "config".
 workdir typed/a 0.001 "$NOAUG" 0.5 0.6 ', "flip": true, "shape": [64, 64], "steps": 100'
 workdir typed/b 0.0003 "$NOAUG" 0.5 0.7 ', "flip": false, "shape": [32, 32], "steps": 200'
 run "$BVLUA" runs typed --json
@@ -117,9 +117,10 @@ local rows = require('bv.json').decode(io.open('$TMP/out'):read('a'))
 local b = rows[1]
 assert(#rows == 2 and b.run == 'b', 'ranked by the last value: b first')
 assert(math.type(b.step) == 'integer' and b.step == 10, 'step ' .. tostring(b.step))
-assert(b.last == 0.7 and b.best == 0.7 and b.lr == 0.0003, 'numbers')
-assert(b.flip == false and rows[2].flip == true, 'booleans')
-assert(b.shape[1] == 32 and math.type(b.steps) == 'integer', 'a list and an integer')
-assert(b.metric == 'eval/acc/prec@1' and b['input.pp'] == nil, 'strings; no key that agrees')"
+local c = b.config
+assert(b.last == 0.7 and b.best == 0.7 and c.lr == 0.0003, 'numbers')
+assert(c.flip == false and rows[2].config.flip == true, 'booleans')
+assert(c.shape[1] == 32 and math.type(c.steps) == 'integer', 'a list and an integer')
+assert(b.metric == 'eval/acc/prec@1' and c['input.pp'] == nil, 'strings; no key that agrees')"
 check "--json: no number in quotes" bash -c "! grep -Eq '\"[0-9.]+\"' '$TMP/out'"
 finish

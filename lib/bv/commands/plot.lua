@@ -193,14 +193,12 @@ local function main(argv)
   if #data == 0 then
     error("no run under " .. table.concat(paths, ", ") .. " has logged a metric yet", 0)
   end
-  -- Runs are named by their paths without the directories all of them share.
-  local prefix = #found > 1 and found[1]:match("^(.*/)") or ""
-  for _, dir in ipairs(found) do
-    while prefix ~= "" and dir:sub(1, #prefix) ~= prefix do prefix = prefix:match("^(.*/).+/$") or "" end
-  end
-  for _, run in ipairs(data) do run.label = run.name:sub(#prefix + 1) end
+  -- Runs are named as `bvlua runs` names them, and the eval metric is its default one: the
+  -- first that any run logged (the first run of a sweep may not have evaluated yet).
+  local labels = runs.run_names(found)
+  for r, run in ipairs(data) do run.label = labels[r] end
   if metric and not logged(metric, data) then unknown_key("--metric", metric, data) end
-  metric = metric or runs.default_metric(data[1].rows)
+  metric = metric or runs.default_metric(data)
   for _, xy in ipairs(pairs_xy) do
     if not logged(xy[1], data) then unknown_key("--x", xy[1], data) end
     if not logged(xy[2], data) then unknown_key("--y", xy[2], data) end

@@ -29,8 +29,10 @@ options:
                  loss or pplx, larger otherwise)
   --keys K1,K2   the config keys to show, whether they differ or not (K: a key, or a.b for
                  all of a's keys)
-  --csv, --json  for scripts: every key that differs (or --keys), whole values; JSON keeps
-                 numbers as numbers and config values with their JSON types
+  --csv, --json  for scripts: every key that differs (or --keys), whole values. When a key
+                 is named like another column (run, step, ...), key columns are config.KEY.
+                 JSON: a list of {"run", "step", "metric", "last", "best", "config": {KEY:
+                 value}}, numbers as numbers and config values with their JSON types
   -h, --help     this text]]
 
 local CELL = 40     -- a config value's most characters in the table
@@ -81,7 +83,8 @@ local function find_runs(paths)
   return dirs
 end
 
--- The runs' names: their paths without the directories all of them share.
+-- The runs' names: their paths without the directories all of them share (a single run's is
+-- its path). Also `bvlua plot`'s.
 local function run_names(dirs)
   if #dirs < 2 then return {dirs[1]} end
   local prefix = dirs[1]:match("^(.*/)") or ""
@@ -121,11 +124,15 @@ local function text(v)
   return json.encode(v)
 end
 
--- The metric to rank by when none is named: the first eval metric ending in prec@1 or acc.
-local function default_metric(rows)
+-- The metric to rank by when none is named: the first eval metric ending in prec@1 or acc
+-- that any of the runs (tables with .rows, the lines of their metrics files) logged, else
+-- training_loss. Also `bvlua plot`'s.
+local function default_metric(runs)
   local names = {}
-  for _, row in ipairs(rows) do
-    for k in pairs(row) do names[k] = true end
+  for _, r in ipairs(runs) do
+    for _, row in ipairs(r.rows) do
+      for k in pairs(row) do names[k] = true end
+    end
   end
   local sorted = {}
   for k in pairs(names) do sorted[#sorted + 1] = k end
@@ -319,6 +326,19 @@ local function column_cells(values, n, limit)
   return out
 end
 
+-- The names of the config keys' columns beside the `fixed` ones (run, step, ...): the keys,
+-- or, when one of them is named like a fixed column, "config." and the key for each (no fixed
+-- column starts with "config.").
+local function column_names(keys, fixed)
+  local is_fixed, prefix, names = {}, "", {}
+  for _, f in ipairs(fixed) do is_fixed[f] = true end
+  for _, k in ipairs(keys) do
+    if is_fixed[k] then prefix = "config." end
+  end
+  for _, k in ipairs(keys) do names[k] = prefix .. k end
+  return names
+end
+
 -- The number of columns the table may use: COLUMNS, else the terminal's, else 100.
 local function terminal_width()
   local columns = math.tointeger(tonumber(os.getenv("COLUMNS") or ""))
@@ -360,10 +380,10 @@ local function csv_line(cols)
 end
 
 -- One key's column in the table: its cells (values at most `limit` characters) and its width.
-local function key_column(runs, k, limit)
+local function key_column(runs, k, limit, label)
   local values = {}
   for i, r in ipairs(runs) do values[i] = r.config[k] ~= nil and text(r.config[k]) or nil end
-  local cells, w = column_cells(values, #runs, limit), width(k)
+  local cells, w = column_cells(values, #runs, limit), width(label or k)
   for _, c in ipairs(cells) do w = math.max(w, width(c)) end
   return cells, w
 end
@@ -371,14 +391,14 @@ end
 -- The keys to show in `room` columns and their cells: keys every run has come first (a
 -- sweep's axes), narrow ones before wide ones (so that as many as can show), and a long value
 -- gets fewer characters (down to MIN_CELL) to fit. Also returns the keys left out.
-local function fit_keys(runs, keys, room)
+local function fit_keys(runs, keys, room, labels)
   local order, everywhere, w0 = {}, {}, {}
   for _, k in ipairs(keys) do
     local all = true
     for _, r in ipairs(runs) do all = all and r.config[k] ~= nil end
     everywhere[k] = all
     order[#order + 1] = k
-    w0[k] = select(2, key_column(runs, k, CELL))
+    w0[k] = select(2, key_column(runs, k, CELL, labels[k]))
   end
   table.sort(order, function(a, b)
     if everywhere[a] ~= everywhere[b] then return everywhere[a] end
@@ -387,7 +407,8 @@ local function fit_keys(runs, keys, room)
   end)
   local columns, left_out = {}, {}
   for _, k in ipairs(order) do
-    local cells, w = key_column(runs, k, math.max(MIN_CELL, math.min(CELL, room - 2)))
+    local limit = math.max(MIN_CELL, math.min(CELL, room - 2))
+    local cells, w = key_column(runs, k, limit, labels[k])
     if w + 2 <= room then
       columns[k] = cells
       room = room - w - 2
@@ -407,8 +428,9 @@ end
 -- terminal, naming the others on stderr.
 local function write_table(runs, keys, fixed, explicit)
   local shown, columns, left_out, columns_total = keys, {}, {}, terminal_width()
+  local labels = column_names(keys, fixed[1])
   if explicit then
-    for _, k in ipairs(keys) do columns[k] = key_column(runs, k, CELL) end
+    for _, k in ipairs(keys) do columns[k] = key_column(runs, k, CELL, labels[k]) end
   else
     local room = columns_total
     for j = 1, #fixed[1] do
@@ -416,12 +438,12 @@ local function write_table(runs, keys, fixed, explicit)
       for _, row in ipairs(fixed) do w = math.max(w, width(row[j])) end
       room = room - w - (j > 1 and 2 or 0)
     end
-    shown, columns, left_out = fit_keys(runs, keys, room)
+    shown, columns, left_out = fit_keys(runs, keys, room, labels)
   end
   local rows = {}
   for i, row in ipairs(fixed) do
     local out = {row[1]}
-    for _, k in ipairs(shown) do out[#out + 1] = i == 1 and k or columns[k][i - 1] end
+    for _, k in ipairs(shown) do out[#out + 1] = i == 1 and labels[k] or columns[k][i - 1] end
     for j = 2, #row do out[#out + 1] = row[j] end
     rows[i] = out
   end
@@ -444,9 +466,10 @@ local function write_json(runs, keys, metric)
   end
   local list = {}
   for _, r in ipairs(runs) do
+    local config = {}
+    for _, k in ipairs(keys) do config[k] = r.config[k] end
     local row = {run = r.name, step = r.step, metric = metric, last = number(r.last),
-                 best = number(r.best)}
-    for _, k in ipairs(keys) do row[k] = r.config[k] end
+                 best = number(r.best), config = config}
     list[#list + 1] = row
   end
   io.stdout:write(list[1] and json.encode(list) or "[]", "\n")
@@ -484,15 +507,13 @@ local function main(argv)
   if #paths == 0 then cli.usage("no DIR given") end
   local dirs = find_runs(paths)
   local names = run_names(dirs)
-  local runs, all_rows = {}, {}
+  local runs = {}
   for j, dir in ipairs(dirs) do
-    local r = {dir = dir, name = names[j], config = flat_config(dir),
+    runs[j] = {dir = dir, name = names[j], config = flat_config(dir),
                rows = metrics.read(dir .. "/" .. metrics.FILE_NAME)}
-    table.move(r.rows, 1, #r.rows, #all_rows + 1, all_rows)
-    runs[j] = r
   end
   if metric then check_metric(metric, runs) end
-  metric = metric or default_metric(all_rows)
+  metric = metric or default_metric(runs)
   if smaller == nil then smaller = metric:find("loss") ~= nil or metric:find("pplx") ~= nil end
   for _, r in ipairs(runs) do summarize(r, metric, smaller) end
   local keys = key_spec and chosen_keys(key_spec, runs) or differing_keys(runs)
@@ -516,9 +537,10 @@ local function main(argv)
   end
   local last, best = "last " .. metric, "best " .. metric
   if format == "csv" then
-    local header = {"run"}
-    table.move(keys, 1, #keys, 2, header)
-    table.move({"step", last, best}, 1, 3, #header + 1, header)
+    local fixed = {"run", "step", last, best}
+    local labels, header = column_names(keys, fixed), {"run"}
+    for _, k in ipairs(keys) do header[#header + 1] = labels[k] end
+    table.move(fixed, 2, 4, #header + 1, header)
     io.stdout:write(csv_line(header), "\n")
     for _, r in ipairs(runs) do
       local row = {r.name}
@@ -543,6 +565,6 @@ end
 -- Runs `bvlua runs` with the words after "runs"; returns the exit code.
 function M.main(argv) return cli.run("runs", M.USAGE, main, argv) end
 
-M.find_runs, M.default_metric = find_runs, default_metric
+M.find_runs, M.run_names, M.default_metric = find_runs, run_names, default_metric
 
 return M
