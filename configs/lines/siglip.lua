@@ -79,20 +79,40 @@ local function write_standin(path, model)
   bv.ckpt.save_npz(path, towers:init(0))
 end
 
+-- The init checkpoint's file, whether it is runlocal's stand-in, and the error when a real one
+-- is missing (naming where big_vision publishes it).
+local function init_plan(c)
+  local init = type(c.model_init) == "string" and c.model_init:match("^(.*%.npz):img$")
+  local standin = init and init:sub(-#STANDIN - 1) == "/" .. STANDIN
+  if init and not standin and not bv.fs.exists(init) then
+    return init, false, string.format("%s: no SigLIP checkpoint at %s%s. Download big_vision's "
+      .. "SigLIP So400m/14 224 (%s, also https://storage.googleapis.com/big_vision/siglip/%s) "
+      .. "and give its path: %s:init=PATH/%s. On a CPU, %s:runlocal trains a tiny ViT from a "
+      .. "randomly initialised stand-in, with nothing to download.", this_file(), init,
+      init:sub(1, 1) == "/" and "" or " (relative to the current directory)", SO400M_URL,
+      SO400M, this_file(), SO400M, this_file())
+  end
+  return init, standin, nil
+end
+
+-- For --dry-run and sweep: what prepare would refuse (a missing checkpoint) or write (the
+-- stand-in).
+local function check(c)
+  local init, standin, missing = init_plan(c)
+  if missing then return {"model_init: " .. missing}, {}, {init} end
+  if standin and not bv.fs.exists(init) then
+    return {}, {string.format("model_init: %s is not there yet: bvlua train writes a RANDOMLY "
+      .. "INITIALISED stand-in there first (the config's prepare)", init)}, {init}
+  end
+  return {}, {}, {}
+end
+
 -- Before any data is read (`bvlua train` runs it once): a missing init checkpoint is an error
 -- naming where big_vision publishes it; the data set is drawn if missing; runlocal's stand-in
 -- is written if missing.
 local function prepare(c)
-  local init = type(c.model_init) == "string" and c.model_init:match("^(.*%.npz):img$")
-  local standin = init and init:sub(-#STANDIN - 1) == "/" .. STANDIN
-  if init and not standin and not bv.fs.exists(init) then
-    error(string.format("%s: no SigLIP checkpoint at %s%s. Download big_vision's SigLIP "
-      .. "So400m/14 224 (%s, also https://storage.googleapis.com/big_vision/siglip/%s) and give "
-      .. "its path: %s:init=PATH/%s. On a CPU, %s:runlocal trains a tiny ViT from a randomly "
-      .. "initialised stand-in, with nothing to download.", this_file(), init,
-      init:sub(1, 1) == "/" and "" or " (relative to the current directory)", SO400M_URL,
-      SO400M, this_file(), SO400M, this_file()), 0)
-  end
+  local init, standin, missing = init_plan(c)
+  if missing then error(missing, 0) end
   lines.prepare(c)
   if not standin then return end
   if bv.fs.exists(init) then
@@ -107,4 +127,4 @@ local function prepare(c)
     .. "init=PATH starts from a real one.", init)
 end
 
-return {get_config = get_config, prepare = prepare}
+return {get_config = get_config, prepare = prepare, check = check}

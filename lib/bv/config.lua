@@ -211,7 +211,8 @@ end
 --   a table                  the config itself (it takes no ARGS);
 --   a function get_config(arg)  builds the config from the ARGS text (nil without ':');
 --   a module table {get_config = function(arg), prepare = function(config),
---                   register_pp_ops = function()}, prepare and register_pp_ops optional.
+--                   register_pp_ops = function(), check = function(config)}, all but
+--                   get_config optional.
 -- Configs are data: running the file and get_config builds a table and does nothing else (no
 -- files made, no processes, no pp ops registered), so it may run anywhere and any number of
 -- times. What a config needs done declares itself:
@@ -221,10 +222,14 @@ end
 --                      missing, so running it again does nothing.
 --   register_pp_ops()  registers the config's own pp ops. Every data worker runs it in its own
 --                      Lua state (M.register_pp_ops), without get_config.
+--   check(config)      what prepare would refuse or make, without doing it: returns problems,
+--                      notes (lists of strings naming their key) and the paths it accounts for
+--                      (files prepare makes, or whose absence its problems already explain).
+--                      `bvlua train --dry-run` and `bvlua sweep` run it (M.check).
 -- The file's top level runs whenever the config is loaded (workers included): keep it to
 -- definitions.
 
-local MODULE_KEYS = {get_config = true, prepare = true, register_pp_ops = true}
+local MODULE_KEYS = {get_config = true, prepare = true, register_pp_ops = true, check = true}
 
 -- A table is a config module when it holds one of MODULE_KEYS as a function (a config itself
 -- holds no functions: they cannot be saved to config.json).
@@ -312,7 +317,7 @@ local function load_module(path)
   for k, v in pairs(result) do
     if not MODULE_KEYS[k] then
       error(string.format('config: "%s" returns a module with an unknown key "%s" (a module has '
-        .. "get_config, prepare and register_pp_ops)", path, tostring(k)), 0)
+        .. "get_config, prepare, register_pp_ops and check)", path, tostring(k)), 0)
     end
     if type(v) ~= "function" then
       error(string.format('config: %s in "%s" must be a function, got a %s', k, path, type(v)), 0)
@@ -363,6 +368,18 @@ function M.prepare(spec_string, cfg)
     if not module.prepare then return false end
     module.prepare(cfg)
     return true
+  end)
+end
+
+-- Runs the config's check(cfg), if it declares one: returns its problems, notes and the paths
+-- its prepare makes (three lists, empty when it declares none).
+function M.check(spec_string, cfg)
+  local path = split_spec(spec_string, 2)
+  return in_config_dir(path, function()
+    local module = load_module(path)
+    if not module.check then return {}, {}, {} end
+    local problems, notes, makes = module.check(cfg)
+    return problems or {}, notes or {}, makes or {}
   end)
 end
 

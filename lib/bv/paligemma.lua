@@ -191,6 +191,8 @@ local function uses_gemma(c)
   return false
 end
 
+M.uses_gemma = uses_gemma
+
 -- For a config's prepare, before any data worker builds a pp: when `c` tokenizes with Gemma's
 -- tokenizer and its model file is nowhere bv.text looks, an error that says first what to run
 -- (`train_cmd`: the config's `bvlua train ...` line; `cpu_cmd`: one that needs no download, if

@@ -201,15 +201,29 @@ local function init_problem(key, init)
     path:sub(1, 1) == "/" and "" or " (relative to the current directory, " .. bv.fs.cwd() .. ")")
 end
 
-local function model_init_problems(cfg, out)
+-- makes: the files the config's check accounts for (its prepare writes them, or its own
+-- problem explains their absence).
+local function model_init_problems(cfg, makes, out)
+  local function problem(key, init)
+    local path = type(init) == "string" and (init:match("^(.*%.npz):[^/:][^:]*$") or init)
+    if path and makes[path] then return nil end
+    return init_problem(key, init)
+  end
   local init = cfg.model_init
   if type(init) == "table" then
     for _, part in ipairs(sorted_keys(init)) do
-      out[#out + 1] = init_problem("model_init." .. tostring(part), init[part])
+      out[#out + 1] = problem("model_init." .. tostring(part), init[part])
     end
   elseif init ~= nil then
-    out[#out + 1] = init_problem("model_init", init)
+    out[#out + 1] = problem("model_init", init)
   end
+end
+
+-- A pp that tokenizes with gemma(...) needs the tokenizer's model file, which no prepare makes.
+local function tokenizer_problems(cfg, out)
+  if not require("bv.paligemma").uses_gemma(cfg) then return end
+  local ok, err = pcall(bv.text.gemma_model_path)
+  if not ok then out[#out + 1] = "pp: its gemma(...) tokenizer: " .. message(err) end
 end
 
 -- The run's length and the other durations, and the optimizer with its schedules (built for no
@@ -266,18 +280,28 @@ function M.problems(spec, cfg)
   cfg = config_keys.without_nulls(cfg)
   local out, notes = {}, {}
   local prepare
+  local makes = {}  -- path -> true: files the config's prepare makes (its check says which)
   if spec then
     local ok, err = pcall(config.register_pp_ops, spec)
     if not ok then out[#out + 1] = "register_pp_ops: " .. message(err) end
     local mok, module = pcall(config.module, spec)
     prepare = mok and module.prepare or nil
+    local cok, problems, check_notes, made = pcall(config.check, spec, cfg)
+    if not cok then
+      out[#out + 1] = "check: " .. message(problems)
+    else
+      for _, p in ipairs(problems) do out[#out + 1] = p end
+      for _, n in ipairs(check_notes) do notes[#notes + 1] = n end
+      for _, path in ipairs(made) do makes[path] = true end
+    end
   end
   for _, p in ipairs(M.pp_problems(cfg)) do out[#out + 1] = p end
   evaluator_problems(cfg, out)
   local ntrain = data_problems(cfg, prepare, out, notes)
   local trainer = cfg.trainer or "classification"
   model_problems(cfg, BUILT_IN_TRAINERS[trainer] and trainer or nil, out)
-  model_init_problems(cfg, out)
+  model_init_problems(cfg, makes, out)
+  tokenizer_problems(cfg, out)
   if BUILT_IN_TRAINERS[trainer] then steps_problems(cfg, ntrain, out, notes) end
   return out, notes
 end

@@ -60,6 +60,17 @@ grep -q '"lr": 0.0003' resnet_noaug/config.json || fail "--config.lr 3e-4 (a spa
 # SigLIP: runlocal needs nothing but the config. Its prepare writes a random two-tower stand-in
 # into the data directory (NOTE says so) and the ViT starts from its img/ (dont_load keeps the
 # config's own 3-class head).
+# --dry-run (and a sweep's checks) before the stand-in exists: a note that train writes it, not a
+# missing file; without runlocal, the missing checkpoint is one problem saying where to get it.
+"$BVLUA" train configs/lines/siglip.lua:runlocal --dry-run >"$TMP/out" 2>&1 \
+  || fail "siglip runlocal's --dry-run before its stand-in exists"
+grep -qF 'siglip_standin_random.npz is not there yet: bvlua train writes a RANDOMLY INITIALISED' \
+  "$TMP/out" || fail "siglip runlocal's --dry-run: no note about the stand-in"
+"$BVLUA" train configs/lines/siglip.lua --dry-run >"$TMP/out" 2>&1 \
+  && fail "siglip's --dry-run without a checkpoint said ok"
+grep -qF '1 problem in configs/lines/siglip.lua' "$TMP/out" \
+  && grep -qF 'model_init: ' "$TMP/out" && grep -qF 'gs://big_vision/siglip/' "$TMP/out" \
+  || fail "siglip's --dry-run: the missing checkpoint, once, with where big_vision publishes it"
 readme_train siglip
 grep -q 'NOTE: Wrote data/lines/siglip_standin_random.npz: a RANDOMLY INITIALISED stand-in' \
   "$TMP/out" || fail "siglip: no NOTE that the stand-in is random"
@@ -112,6 +123,10 @@ env -u BV_GEMMA_DIR "$BVLUA" train "$ROOT/configs/lines/paligemma.lua" --workdir
 grep -q '^bvlua: paligemma: no Gemma tokenizer. To fix: fetch it (gsutil cp gs://big_vision/gemma_tokenizer.model ckpts/) .* BV_GEMMA_DIR=ckpts bvlua train .*paligemma.lua --workdir runs/pg. On a CPU with nothing to download: bvlua train .*paligemma.lua:runlocal .*\. Why: .*looked in: nothing: BV_GEMMA_DIR is not set' \
   "$TMP/out" || fail "paligemma: the missing tokenizer's message (fix, then why)"
 grep -q 'data worker' "$TMP/out" && fail "paligemma: the data workers started without a tokenizer"
+env -u BV_GEMMA_DIR "$BVLUA" train "$ROOT/configs/lines/paligemma.lua" --dry-run >"$TMP/out" 2>&1 \
+  && fail "paligemma's --dry-run without a tokenizer said ok"
+grep -qF "pp: its gemma(...) tokenizer: gemma tokenizer: no model file found" "$TMP/out" \
+  || fail "paligemma's --dry-run: the missing tokenizer is not a problem"
 
 # A run that keeps no checkpoint says so, and the REPL's run says why.
 "$BVLUA" train "$ROOT/configs/lines/resnet.lua:runlocal" --workdir nockpt \
