@@ -91,8 +91,9 @@ function M.complete(dir)
 end
 
 -- What prepare would do for config `c`: nil when its training data is not the lines data set's
--- train.jsonl, or when that directory holds the whole data set already (M.complete), else {dir = DIR to draw into, refused = the message when DIR is
--- outside the current directory and BV_LINES_ANYWHERE is not 1}.
+-- train.jsonl, or when that directory holds the whole data set already (M.complete), else
+-- {dir = DIR to draw into, refused = the message when DIR is outside the current directory
+-- (M.under_cwd) and BV_LINES_ANYWHERE is not 1}.
 function M.plan(c)
   local fname = c.input and c.input.data and c.input.data.fname
   local dir = type(fname) == "string" and fname:match("^(.*)/train%.jsonl$")

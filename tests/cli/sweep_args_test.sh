@@ -19,7 +19,8 @@ cd "$TMP" || exit 1
 CFG="$ROOT/configs/lines/resnet.lua:runlocal"
 
 "$BVLUA" sweep "$CFG" --workdir sw --grid lr=1e-3,3e-4 --grid :flip=true,false \
-  --config.total_steps=2 --jobs 2 >"$TMP/out" 2>&1 || fail "the sweep exited with $?"
+  --config.total_steps=2 --config.wd=1.2345678e-5 --jobs 2 >"$TMP/out" 2>&1 \
+  || fail "the sweep exited with $?"
 names=$(cd sw && echo */)
 [ "$names" = "lr0.0003_flipfalse/ lr0.0003_fliptrue/ lr0.001_flipfalse/ lr0.001_fliptrue/" ] \
   || fail "the runs are named $names"
@@ -28,6 +29,8 @@ for lr in 0.001 0.0003; do
     c=sw/lr${lr}_flip$flip/config.json
     grep -q "^  \"lr\": $lr,\$" "$c" || fail "$c: lr is not $lr"
     grep -q '^  "total_steps": 2,$' "$c" || fail "$c: the fixed --config.total_steps=2 is not there"
+    # A fixed override reaches the job as given, every digit.
+    grep -q '^  "wd": 1.2345678e-05,\?$' "$c" || fail "$c: --config.wd=1.2345678e-5 is not there"
     # flip=true adds the config's own up-down flip to the training pp, flip=false leaves it out.
     n=$(grep -c 'flip_lr|lines_flip_ud' "$c")
     [ "$n" = "$([ $flip = true ] && echo 1 || echo 0)" ] || fail "$c: flip=$flip, not in the pp"
@@ -74,14 +77,19 @@ grep -Fq "\"flipp\" (did you mean 'flip'?)" "$TMP/out" || fail "the unknown argu
 [ -e bad ] && fail "a bad sweep made its workdir"
 
 # A sweep file: crop is an argument of the config and no config key, so the grid's bare "crop"
-# is the argument; overrides go to every job.
+# is the argument; overrides go to every job. A number reaches the job whole (a swept lr, a fixed
+# wd that needs 17 digits); the run's name keeps 6.
 cat >sweep.lua <<LUA
 return {config = "$CFG", workdir = "$TMP/file", status = 0,
-        grid = {{"crop", {false}}}, overrides = {total_steps = 1, ["input.batch_size"] = 4}}
+        grid = {{"crop", {false}}, {"lr", {1.2345678e-4}}},
+        overrides = {total_steps = 1, ["input.batch_size"] = 4, wd = 0.1 + 0.2}}
 LUA
 "$BVLUA" sweep sweep.lua >"$TMP/out" 2>&1 || fail "the sweep file exited with $?"
-c=file/cropfalse/config.json
+c=file/cropfalse_lr0.000123457/config.json
+[ -f "$c" ] || fail "the run is not named cropfalse_lr0.000123457: $(ls file)"
 grep -q '^    "batch_size": 4,$' "$c" && grep -q '^  "total_steps": 1,$' "$c" \
   || fail "$c: the file's overrides"
+grep -q '^  "lr": 0.00012345678,$' "$c" || fail "$c: the swept lr lost digits"
+grep -q '^  "wd": 0.30000000000000004,\?$' "$c" || fail "$c: the fixed wd lost digits"
 grep -q 'random_crop' "$c" && fail "$c: crop=false still crops"
 echo OK

@@ -2,10 +2,12 @@
 -- GPU tutorial does with a GPU-aware task spooler. Each variant is `bvlua train CONFIG[:ARGS]
 -- --config.KEY=VALUE ... --workdir DIR/<name>`, its name made of the swept values (config keys
 -- and config arguments alike). Every job's config is resolved here first, as `bvlua train`
--- resolves it: one bad key or argument and nothing is launched. Jobs run N at a time: on GPUs
--- one per slot (CUDA_VISIBLE_DEVICES set per job, --per-gpu K jobs sharing a GPU; a sweep given
--- CUDA_VISIBLE_DEVICES itself, a cluster's allocation, chooses among the devices it lists), on
--- the CPU with cores/N threads each. A finished run is marked (DIR/<name>/SWEEP_DONE) and
+-- resolves it: one bad key or argument and nothing is launched. Then the config's prepare (the
+-- data set drawn, a checkpoint or tokenizer written) runs here, once, one job after the other,
+-- not in every job at once. Jobs run N at a time: on GPUs one per slot (CUDA_VISIBLE_DEVICES set
+-- per job, --per-gpu K jobs sharing a GPU; a sweep given CUDA_VISIBLE_DEVICES itself, a
+-- cluster's allocation, chooses among the devices it lists), on the CPU with cores/N threads
+-- each. A finished run is marked (DIR/<name>/SWEEP_DONE) and
 -- skipped when the same sweep runs again; an interrupted one resumes from its own checkpoints.
 -- Ctrl-C (or SIGTERM) stops the jobs cleanly: each saves a checkpoint and exits.
 local cli = require "bv.commands.cli"
@@ -33,7 +35,10 @@ runs `bvlua train configs/lines/resnet.lua:runlocal,flip=true --config.total_ste
 --config.lr=0.001 --workdir sw/lr0.001_fliptrue`, and 3 more. A bare NAME that is not a config
 key but is an argument the config declares (config.parse_arg) is that argument. Before any job
 starts, every job's config is resolved as `bvlua train` would: an unknown key or argument or a
-bad value lists every job it breaks, and nothing is launched.
+bad value lists every job it breaks, and nothing is launched. The config's prepare (what
+`bvlua train` makes first: the lines data set drawn, a stand-in checkpoint, a tokenizer) then
+runs in the sweep, job after job, before any job starts; a failure stops the sweep there.
+Swept numbers reach the jobs in full (--config.lr=0.00012345678); run names keep 6 digits.
 
 A sweep file is Lua returning the same as a table:
 
@@ -63,13 +68,22 @@ local function say(...)
   io.stdout:flush()
 end
 
--- A value as the command line and a directory name spell it.
+-- A value as the job's command line spells it: a float in the fewest digits that read back as
+-- the same number (%.15g, else %.17g), so that 1.2345678e-4 reaches the job as 0.00012345678.
 local function spell(v)
   if type(v) == "number" then
-    return math.type(v) == "integer" and tostring(v) or string.format("%.6g", v)
+    if math.type(v) == "integer" then return tostring(v) end
+    local text = string.format("%.15g", v)
+    return tonumber(text) == v and text or string.format("%.17g", v)
   end
   if type(v) == "table" then return json.encode(v) end
   return tostring(v)
+end
+
+-- A value as a run's directory name spells it: a float in 6 significant digits.
+local function short(v)
+  if math.type(v) == "float" then return string.format("%.6g", v) end
+  return spell(v)
 end
 
 -- The variants: a list of {{name, value}, ...}, in the grid's order (the first name slowest).
@@ -295,7 +309,7 @@ local function make_jobs(spec)
         end
         overrides[#overrides + 1] = {name, text}
       end
-      parts[#parts + 1] = name:gsub("[^%w]+", "_") .. text:gsub("[^%w.+-]+", "_")
+      parts[#parts + 1] = name:gsub("[^%w]+", "_") .. short(kv[2]):gsub("[^%w.+-]+", "_")
     end
     local name = table.concat(parts, "_")
     local dir = spec.workdir:gsub("/+$", "") .. "/" .. name
@@ -319,11 +333,13 @@ end
 
 -- The problems of one job's config, resolved in this process as `bvlua train` resolves it:
 -- bv.config.load with its ARGS, then each --config override in order (every bad one is listed),
--- then the JSON of config.json, then bv.preflight's checks. Keys that no component reads are
+-- then the JSON of config.json, then bv.preflight's checks. The resolved config is kept as
+-- job.cfg. Keys that no component reads are
 -- warned of, once in the sweep (`warned`), as train warns of them.
 local function problems_of(job, warned)
   local ok, cfg = pcall(config.load, job.config)
   if not ok then return {tostring(cfg)} end
+  job.cfg = cfg  -- for its prepare (run_prepares), once every job passes
   local out = {}
   for _, o in ipairs(job.overrides) do
     local done, err = pcall(config.override, cfg, o[1], o[2])
@@ -363,6 +379,30 @@ local function check_jobs(jobs)
   error(string.format("%d of %d jobs would fail; nothing was launched:\n%s", #bad, #jobs,
                       table.concat(lines, "\n")), 0)
 end
+
+-- Runs the config's prepare (what it declares it needs made: a data set drawn, a checkpoint or
+-- a tokenizer written) for the jobs, here, one after the other, before any job is launched, as
+-- `bvlua train` runs it before its first step: once for each distinct CONFIG[:ARGS] and resolved
+-- config. Launched side by side, every job would run it at once, each drawing or writing the
+-- same files (and one job reading another's half-written data); each job's own prepare then
+-- finds everything made. A failure raises, naming the job; nothing is launched.
+local function run_prepares(jobs)
+  local done = {}
+  for _, job in ipairs(jobs) do
+    local cfg = config_keys.without_nulls(job.cfg)  -- what train's prepare gets
+    local key = job.config .. "\0" .. config.to_json(cfg)
+    if not done[key] and config.module(job.config).prepare then
+      done[key] = true
+      say("  prepare ", job.name, " (the config's prepare, before any job starts)\n")
+      local ok, err = pcall(config.prepare, job.config, cfg)
+      if not ok then
+        error(string.format("the config's prepare failed for job %s (%s): %s; nothing was "
+                            .. "launched", job.name, job.config, tostring(err)), 0)
+      end
+    end
+  end
+end
+
 -- The GPUs the jobs go to, as CUDA_VISIBLE_DEVICES names them: 0..gpus-1, or, when the sweep
 -- was started with CUDA_VISIBLE_DEVICES = `visible` (a cluster's allocation, another user's
 -- share), the first `gpus` devices it lists (indices or UUIDs), never one outside it. As CUDA
@@ -412,13 +452,14 @@ local function run_sweep(spec)
     end
   end
   check_jobs(to_run)  -- a finished run is not checked again: its config may have changed since
-  bv.fs.mkdirs(spec.workdir)
   say(string.format("sweep: %d runs in %s, %d at a time%s\n", #jobs, spec.workdir,
     #slots, gpus > 0 and string.format(" on GPU(s) %s", table.concat(gpu_ids, ",")) or
     string.format(" (%d threads each)", threads)))
   for _, job in ipairs(jobs) do
     if job.state == "done" then say("  skip   ", job.name, " (finished before)\n") end
   end
+  run_prepares(to_run)  -- before anything is written: a failure leaves no workdir
+  bv.fs.mkdirs(spec.workdir)
 
   local function start(job, slot)
     bv.fs.mkdirs(job.dir)
