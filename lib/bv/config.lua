@@ -371,6 +371,26 @@ function M.prepare(spec_string, cfg)
   end)
 end
 
+-- Applies each {key, value} override to the loaded `cfg` in order, as `bvlua train` and `bvlua
+-- sweep` do. Returns the problems (every bad override, not only the first; a config that cannot
+-- be written as JSON) and the overrides' notes.
+function M.apply_overrides(cfg, overrides)
+  local problems, notes = {}, {}
+  for _, o in ipairs(overrides or {}) do
+    local done, err, note = pcall(M.override, cfg, o[1], o[2])
+    if not done then
+      problems[#problems + 1] = tostring(err)
+    elseif note then
+      notes[#notes + 1] = note
+    end
+  end
+  if #problems == 0 then
+    local encoded, err = pcall(M.to_json, cfg)
+    if not encoded then problems[#problems + 1] = tostring(err) end
+  end
+  return problems, notes
+end
+
 -- Runs the config's check(cfg), if it declares one: returns its problems, notes and the paths
 -- its prepare makes (three lists, empty when it declares none).
 function M.check(spec_string, cfg)

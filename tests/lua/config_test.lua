@@ -544,8 +544,14 @@ T.test("train: usage errors exit 2, help exits 0, config errors raise", function
   code, out = run_train({"--help"})
   T.eq(code, 0)
   T.truthy(out:find("2  usage error", 1, true), "exit codes documented")
-  T.raises(function() run_train({BIT_LINES, "--dry-run", "--config.nope=1"}) end,
+  -- A bad override is an error naming it; --dry-run lists every bad one and exits 1.
+  T.raises(function() run_train({BIT_LINES, "--workdir", "w", "--config.nope=1"}) end,
     'unknown config key "nope" (--config.nope)')
+  code, _, err = run_train({BIT_LINES, "--dry-run", "--config.nope=1", "--config.lrr=2"})
+  T.eq(code, 1)
+  T.truthy(err:find("2 problems in the overrides of", 1, true), err)
+  T.truthy(err:find('unknown config key "nope" (--config.nope)', 1, true), err)
+  T.truthy(err:find('unknown config key "lrr" (--config.lrr)', 1, true), err)
 end)
 
 T.run()

@@ -340,14 +340,8 @@ local function problems_of(job, warned)
   local ok, cfg = pcall(config.load, job.config)
   if not ok then return {tostring(cfg)} end
   job.cfg = cfg  -- for its prepare (run_prepares), once every job passes
-  local out = {}
-  for _, o in ipairs(job.overrides) do
-    local done, err = pcall(config.override, cfg, o[1], o[2])
-    if not done then out[#out + 1] = tostring(err) end
-  end
+  local out = config.apply_overrides(cfg, job.overrides)
   if #out > 0 then return out end
-  local encoded, err = pcall(config.to_json, cfg)
-  if not encoded then return {tostring(err)} end
   for _, w in ipairs(config_keys.unknown(cfg)) do
     if not warned[w] then require("bv.log").warn("%s", w) end
     warned[w] = true

@@ -225,14 +225,21 @@ function M.main(argv)
   -- is launched or loaded.
   if opts.backend then bv.dist.backend(opts.backend) end
   local cfg = config.load(opts.config)
-  for _, o in ipairs(opts.overrides) do
-    local _, note = config.override(cfg, o[1], o[2])
-    if note and opts.dry_run then
+  local problems, notes = config.apply_overrides(cfg, opts.overrides)
+  for _, note in ipairs(notes) do
+    if opts.dry_run then
       io.stderr:write("NOTE: ", note, "\n")  -- --dry-run's stdout is the config's JSON alone
-    elseif note then
+    else
       log.note("%s", note)
     end
   end
+  if #problems > 0 and opts.dry_run then  -- every bad override at once, as for the config
+    io.stderr:write(string.format("bvlua train --dry-run: %d problem%s in the overrides of %s:\n",
+                                  #problems, #problems == 1 and "" or "s", opts.config))
+    for _, p in ipairs(problems) do io.stderr:write("  ", p, "\n") end
+    return 1
+  end
+  if #problems > 0 then error(table.concat(problems, "\n"), 0) end
   -- Keys no component reads: typos, mostly (big_vision configs carry extra keys sometimes).
   for _, w in ipairs(config_keys.unknown(cfg)) do log.warn("%s", w) end
   -- The device, checked before anything is written or launched: a GPU asked for and not there
