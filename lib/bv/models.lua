@@ -174,6 +174,12 @@ local function split_init(init)
   return resolve_vanity(init), ""
 end
 
+-- The file that model_init `init` reads ("path.npz", "path.npz:sub/tree", a vanity name such as
+-- pt_224 under $BV_GEMMA_DIR); an error when a vanity name has no BV_GEMMA_DIR.
+function M.init_file(init)
+  return (split_init(init))
+end
+
 -- big_vision's pyloop_to_scan / scan_to_pyloop for ViT's "Transformer/encoderblock" tree, so a
 -- checkpoint of either form loads into a model of either form.
 local function convert_scan(loaded, wanted)

@@ -187,15 +187,8 @@ local function init_problem(key, init)
   if type(init) ~= "string" then
     return string.format("%s: must be a path, got a %s", key, type(init))
   end
-  local path = init:match("^(.*%.npz):[^/:][^:]*$") or init
-  if path == init and init:match("^pt_%w+") and not init:find("/") and not init:find("%.npz$") then
-    local dir = os.getenv("BV_GEMMA_DIR")
-    if not dir then
-      return string.format("%s: '%s' is a vanity name for $BV_GEMMA_DIR/%s.npz, but BV_GEMMA_DIR "
-                           .. "is not set", key, init, init)
-    end
-    path = dir .. "/" .. init .. ".npz"
-  end
+  local ok, path = pcall(require("bv.models").init_file, init)
+  if not ok then return key .. ": " .. message(path):gsub("^model_init ", "") end
   if bv.fs.exists(path) then return nil end
   return string.format("%s: no such file %s%s", key, bv.snippet(path),
     path:sub(1, 1) == "/" and "" or " (relative to the current directory, " .. bv.fs.cwd() .. ")")
