@@ -62,6 +62,8 @@ end
 -- dynamic}; nil when nothing declares it.
 function M.scope(name)
   if type(name) ~= "string" then return nil end
+  -- A data source named by a TFDS dataset name (not "bv:..."): the keys of data:tfds.
+  if name:find("^data:") and not name:find("^data:bv:") then name = "data:tfds" end
   if not scopes[name] then load(name) end
   local s = scopes[name]
   if not s then return nil end

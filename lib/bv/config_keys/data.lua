@@ -17,3 +17,11 @@ config_keys.declare("data:bv:imagefolder", {doc = "ROOT/CLASS/*.jpg, classes sor
   {"root", "string", nil, "the folder (required)"},
   {"split", "string", nil, "the split's name for vqa's outfile"},
 }})
+
+config_keys.declare("data:tfds", {doc = "a TFDS dataset in tfrecord files (lib/bv/tfds.lua)",
+                                  keys = {
+  {"name", "string", nil, "NAME[/CONFIG][:VERSION], e.g. \"imagenet2012\" (newest version)"},
+  {"split", "string", nil, "TFDS's split language: train, train[:99%], train[10:20]+test, ..."},
+  {"data_dir", "string", nil, "where datasets live (default $TFDS_DATA_DIR, else "
+   .. "~/tensorflow_datasets)"},
+}})
