@@ -19,6 +19,8 @@
 -- (skip_errors skips and counts them); a batch size whose buffers cannot fit in the memory
 -- available is refused at the first example, naming the key (opts.memory_bytes: the memory to
 -- fit in, for tests).
+local tfds = require "bv.tfds"
+
 local M = {}
 
 -- PIL's Image.MAX_IMAGE_PIXELS (1024 * 1024 * 1024 // 4 // 3): input.max_pixels's default.
@@ -28,17 +30,42 @@ M.DEFAULT_MAX_PIXELS = 89478485
 local PER_PIPELINE = {"shuffle_buffer_size", "cache_raw", "num_parallel_calls", "pre_filter_fn",
                       "post_filter_fn", "pack", "skip_errors"}
 
--- A source from a big_vision data config: {name = "bv:jsonl", fname = ..., fopen_keys = ...}.
--- A file it names that does not exist is an error (M.check_path; opts.where: "input.data").
--- opts.skip_errors: a JSON-L line that is not a valid example is kept as one that fails in the
--- pipeline (skipped and counted there, see it:skipped()) instead of failing here;
--- src:bad_lines() counts them.
+-- A source from a big_vision data config: {name = "bv:jsonl", fname = ..., fopen_keys = ...},
+-- or a TFDS dataset {name = "NAME[/CONFIG][:VERSION]", split = "train[:99%]", data_dir = ...}
+-- (bv.tfds: read as bv:tfrecord). A file it names that does not exist is an error
+-- (M.check_path; opts.where: "input.data"). opts.skip_errors: a JSON-L line that is not a valid
+-- example is kept as one that fails in the pipeline (skipped and counted there, see
+-- it:skipped()) instead of failing here; src:bad_lines() counts them.
+-- Returns the source and the number of examples in the whole split (for epochs). A TFDS
+-- source with opts.world > 1 holds process opts.rank's part only (tfds.even_splits, as
+-- big_vision's datasets/tfds.py): M.is_process_part(data_cfg) says so.
 function M.source(data_cfg, opts)
   if type(data_cfg) ~= "table" or type(data_cfg.name) ~= "string" then
     error("data: a data config needs a 'name' (e.g. name = \"bv:jsonl\")", 2)
   end
+  local src_opts = {skip_errors = opts and opts.skip_errors and true or false}
+  if tfds.is_tfds(data_cfg) then
+    local cfg, _, total = M.tfds_config(data_cfg, opts)
+    return bv._data.source(cfg, src_opts), total
+  end
   M.check_path(data_cfg, opts and opts.where)
-  return bv._data.source(data_cfg, {skip_errors = opts and opts.skip_errors and true or false})
+  local src = bv._data.source(data_cfg, src_opts)
+  return src, src:size()
+end
+
+-- Whether M.source gives this data config's process part (TFDS) rather than the whole split
+-- that the pipeline splits across processes (bv:jsonl, bv:imagefolder).
+M.is_process_part = tfds.is_tfds
+
+-- A TFDS data config's bv:tfrecord source config, examples in this process's part, and in the
+-- whole split; errors start with opts.where ("evals.val.data").
+function M.tfds_config(data_cfg, opts)
+  local ok, cfg, n, total = pcall(tfds.source_config, data_cfg,
+                                  {rank = opts and opts.rank, world = opts and opts.world})
+  if not ok then
+    error(opts and opts.where and (opts.where .. ": " .. tostring(cfg)) or cfg, 0)
+  end
+  return cfg, n, total
 end
 
 -- Fails when a data config's file (bv:jsonl's fname, bv:imagefolder's root) does not exist;
@@ -47,6 +74,10 @@ end
 -- (bv.lines). Trainers check their evaluators' data at the start, not at the first evaluation.
 function M.check_path(data_cfg, where)
   if type(data_cfg) ~= "table" then return end
+  if tfds.is_tfds(data_cfg) then  -- the dataset, its version and the split's arithmetic
+    M.tfds_config(data_cfg, {where = where})
+    return
+  end
   local key = ({["bv:jsonl"] = "fname", ["bv:imagefolder"] = "root"})[data_cfg.name]
   local path = key and data_cfg[key]
   if type(path) ~= "string" or path == "" or bv.fs.exists(path) then return end
@@ -76,6 +107,26 @@ local function common(opts)
   }
 end
 
+-- With several processes, sources that hold this process's part already (TFDS's even splits)
+-- must not be split again by the pipeline (it splits every source across spec.world): the
+-- pipeline then sees one process, with this rank mixed into the seed so that processes still
+-- shuffle and augment differently. A mixture of both kinds cannot be split both ways.
+local function own_parts(spec, parts, where)
+  if spec.world <= 1 then return end
+  local own, other = 0, 0
+  for _, p in ipairs(parts) do
+    if p then own = own + 1 else other = other + 1 end
+  end
+  if own == 0 then return end
+  if other > 0 then
+    error(string.format("data: %s mixes TFDS datasets (each process reads its tfds.even_splits "
+      .. "part) with bv: sources (split across processes by the pipeline), which %d processes "
+      .. "cannot read together; use one kind of source", where, spec.world), 0)
+  end
+  spec.seed = spec.seed ~ (spec.rank * 0x9E3779B97F4A7C15)
+  spec.rank, spec.world = 0, 1
+end
+
 -- The decoders' cap from `value` (input.max_pixels; nil: the default), named `key`.
 local function max_pixels(spec, value, key)
   if value == nil or value == bv.null then value = M.DEFAULT_MAX_PIXELS end
@@ -95,11 +146,17 @@ function M.training(input, opts)
   end
   local spec = common(opts)
   local sources, pps, weights, src_names, total = {}, {}, {}, {}, 0
+  local parts = {}  -- whether each source is this process's part already (TFDS)
+  local function source(data_cfg, skip_errors, where)
+    parts[#parts + 1] = M.is_process_part(data_cfg)
+    return M.source(data_cfg, {skip_errors = skip_errors, where = where, rank = spec.rank,
+                               world = spec.world})
+  end
   if type(input.data.name) == "string" then
-    local src = M.source(input.data, {skip_errors = input.skip_errors, where = "input.data"})
+    local src, n = source(input.data, input.skip_errors, "input.data")
     sources[1], pps[1], weights[1] = src, input.pp or "", 1
     src_names[1] = input.data.fname or input.data.root or input.data.name
-    total = src:size()
+    total = n
     spec.shuffle_buffer_size = input.shuffle_buffer_size
     spec.cache_raw = input.cache_raw
     spec.skip_errors = input.skip_errors
@@ -118,11 +175,10 @@ function M.training(input, opts)
       local sub = input[name]
       if type(sub) ~= "table" then error("data: mixture entry '" .. name .. "' has no input." .. name, 2) end
       if w > 0 then
-        local src = M.source(sub.data, {skip_errors = sub.skip_errors,
-                                        where = "input." .. name .. ".data"})
+        local src, n = source(sub.data, sub.skip_errors, "input." .. name .. ".data")
         sources[#sources + 1], pps[#pps + 1], weights[#weights + 1] = src, sub.pp or "", w
         src_names[#src_names + 1] = name
-        total = total + src:size()
+        total = total + n
         -- One setting for the whole mixture: the first dataset's (they are usually equal).
         spec.shuffle_buffer_size = spec.shuffle_buffer_size or sub.shuffle_buffer_size
         spec.skip_errors = spec.skip_errors or sub.skip_errors
@@ -137,6 +193,7 @@ function M.training(input, opts)
   end
   spec.sources, spec.pp, spec.weights, spec.names = sources, pps, weights, src_names
   spec.batch_size = bs // spec.world
+  own_parts(spec, parts, "input.data")
   spec.batch_size_key = "input.batch_size"
   max_pixels(spec, input.max_pixels, "input.max_pixels")
   spec.shuffle, spec["repeat"] = true, true
@@ -151,16 +208,17 @@ end
 function M.inference(cfg, opts)
   opts = opts or {}
   local spec = common(opts)
-  local src = M.source(cfg.data)
+  local src, total = M.source(cfg.data, {rank = spec.rank, world = spec.world, where = opts.where})
   spec.sources, spec.pp, spec.weights = {src}, {cfg.pp or ""}, {1}
   local bs = cfg.batch_size
   if math.type(bs) ~= "integer" or bs < 1 then error("data: batch_size must be a positive integer", 2) end
   spec.batch_size = math.max(1, bs // spec.world)
+  own_parts(spec, {M.is_process_part(cfg.data)}, opts.where or "data")
   spec.batch_size_key = opts.batch_size_key or "batch_size"
   max_pixels(spec, cfg.max_pixels, opts.max_pixels_key or "max_pixels")
   spec.shuffle, spec["repeat"], spec.pad_last_batch = false, false, true
   spec.cache_raw = cfg.cache_raw
-  return bv._data.pipeline(spec), src:size()
+  return bv._data.pipeline(spec), total
 end
 
 -- A batch's keys as "{image, label}", sorted, without the pipeline's own (_mask).

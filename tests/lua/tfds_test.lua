@@ -240,4 +240,14 @@ T.test("splits: unknown split, bad expressions, no split", function()
   T.raises(function() tfds.source_config(data(7)) end, "a split must be a string")
 end)
 
+T.test("bv.data: a TFDS data config's mistakes name where it is", function()
+  T.raises(function() bv.data.training({data = data("tran"), batch_size = 4}) end,
+           "input.data: tfds: split 'tran': unknown split 'tran'")
+  T.raises(function() bv.data.check_path(data("test", {name = "lines"}), "evals.val.data") end,
+           "evals.val.data: tfds: no dataset 'lines'")
+  T.raises(function() bv.data.inference({data = data("test", {splt = 1}), batch_size = 4}) end,
+           "unknown key splt")
+  bv.data.check_path(data("test"), "evals.val.data")  -- there: no error
+end)
+
 T.run()
