@@ -41,6 +41,7 @@ void open_device_copy(lua_State* L);  // device_copy.cpp
 void open_process(lua_State* L);      // process.cpp
 void open_plot(lua_State* L);         // plot.cpp
 void open_profiler(lua_State* L);     // profiler.cpp
+void open_pp_state(lua_State* L);     // pp_state.cpp
 
 namespace {
 
@@ -310,6 +311,7 @@ int open_native(lua_State* L) {
   open_process(L);
   open_plot(L);
   open_profiler(L);
+  open_pp_state(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),

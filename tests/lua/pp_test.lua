@@ -12,13 +12,15 @@ local function vals(t) return t:totable() end
 T.test("op files hold the ops of big_vision's files of the same name", function()
   local files = {
     ops_general = {"value_range", "onehot", "keep", "drop", "copy", "squeeze_last_dim", "concat",
-                   "pad_to_shape", "flatten", "reshape", "setdefault", "choice"},
+                   "pad_to_shape", "flatten", "reshape", "setdefault", "choice", "lookup",
+                   "choice_no_replacement"},
     ops_image = {"decode", "resize", "resize_small", "resize_long", "inception_crop",
                  "decode_jpeg_and_inception_crop", "random_crop", "central_crop", "flip_lr",
                  "vgg_value_range", "clip_value_range", "flip_ud"},
-    ops_text = {"tokenize", "lower", "strfmt"},
+    ops_text = {"tokenize", "lower", "strfmt", "coco_captions", "clip_i1k_label_names",
+                "i21k_label_names"},
     ["archive/randaug"] = {"randaug"},
-    ["proj/paligemma/ops"] = {"tolen", "tok", "masked_concat"},
+    ["proj/paligemma/ops"] = {"tolen", "tok", "masked_concat", "strjoin", "majority", "getidx"},
   }
   local real = package.loaded["bv.pp"]
   for file, want in pairs(files) do

@@ -1,4 +1,5 @@
--- big_vision's general pp ops (pp/ops_general.py): value_range, labels, and dict plumbing.
+-- big_vision's general pp ops (pp/ops_general.py): value_range, labels, lookup, choice and
+-- choice_no_replacement (whose memory is bv.pp_state's, runtime/pp/unseen_pool.h), dict plumbing.
 -- Arithmetic runs in C++ (bv.ops, runtime/pp/ops_general.cpp); this file binds arguments and
 -- moves keys. Axes given in pp strings are Python's (0-based, negative from the end), because
 -- pp strings are big_vision's language.
@@ -249,4 +250,155 @@ register("choice", function(a)
 end, "choice(n='single', key=None, fewer_ok=False, inkey=None, outkey=None): picks one "
   .. "item ('single'), n items, or a random count in [lo, hi], the same for every key")
 
-return {as_tensor = as_tensor}
+-- lookup's table from a text file: a key per line (value: its 0-based line number, int64), or
+-- key<sep>value per line (value: the integer, int32), as big_vision's get_lookup builds it.
+local function split_lines(buf)
+  local lines = {}
+  -- Python's str.splitlines on \n, \r\n and \r; a final newline ends the last line.
+  buf = buf:gsub("\r\n", "\n"):gsub("\r", "\n")
+  for line in (buf:sub(-1) == "\n" and buf or buf .. "\n"):gmatch("(.-)\n") do
+    lines[#lines + 1] = line
+  end
+  if buf == "" then lines = {} end
+  return lines
+end
+
+local function read_lookup_table(mapping, sep)
+  if type(mapping) ~= "string" then
+    error("lookup: mapping must be a file name, got a " .. type(mapping), 0)
+  end
+  if mapping:match("%.npz$") then
+    error(string.format("lookup: mapping '%s' is an .npz file, whose string arrays bvlua's npz "
+      .. "reader cannot read: write the names of npzkey one per line to a text file and pass "
+      .. "that", bv.snippet(mapping)), 0)
+  end
+  if sep ~= nil and (type(sep) ~= "string" or sep == "") then
+    error("lookup: sep must be a non-empty string or None, got " .. bv.snippet(tostring(sep)), 0)
+  end
+  local ok, buf = pcall(bv.fs.read_file, mapping)
+  if not ok then
+    error(string.format("lookup: cannot read mapping '%s': %s", bv.snippet(mapping),
+                        tostring(buf)), 0)
+  end
+  local table_, where = {}, {}
+  for i, line in ipairs(split_lines(buf)) do
+    local key, value = line, i - 1
+    if sep then
+      local parts, pos = {}, 1
+      while true do
+        local a, b = line:find(sep, pos, true)
+        if not a then break end
+        parts[#parts + 1] = line:sub(pos, a - 1)
+        pos = b + 1
+      end
+      parts[#parts + 1] = line:sub(pos)
+      if #parts ~= 2 then
+        error(string.format("lookup: %s:%d must be key%svalue (one '%s'), got '%s'",
+                            bv.snippet(mapping), i, sep, sep, bv.snippet(line)), 0)
+      end
+      key = parts[1]
+      value = math.tointeger(tonumber((parts[2]:match("^%s*([+-]?%d+)%s*$"))))
+      if not value then
+        error(string.format("lookup: %s:%d: the value '%s' is not an integer",
+                            bv.snippet(mapping), i, bv.snippet(parts[2])), 0)
+      end
+    end
+    if table_[key] ~= nil and table_[key] ~= value then
+      error(string.format("lookup: %s: key '%s' on line %d and again on line %d with another "
+                          .. "value", bv.snippet(mapping), bv.snippet(key), where[key], i), 0)
+    end
+    table_[key], where[key] = value, where[key] or i
+  end
+  return table_, sep and "int32" or "int64"
+end
+
+-- Strings (a string or a nested list of them) -> the same shape of values; unknown keys -> -1.
+local function lookup_values(x, table_)
+  if type(x) == "string" then
+    local v = table_[x]
+    return v == nil and -1 or v
+  end
+  if type(x) == "table" then
+    local out = {}
+    for i, s in ipairs(x) do out[i] = lookup_values(s, table_) end
+    return out
+  end
+  error("lookup: expected a string or a list of strings, got a "
+        .. (bv.is_tensor(x) and "tensor" or type(x)), 0)
+end
+
+register("lookup", ikok(function(a)
+  local table_, dtype = read_lookup_table(a.mapping, a.sep)
+  return function(x) return bv.tensor(lookup_values(x, table_), dtype) end
+end), "lookup(mapping, npzkey='fnames', sep=None): maps strings to integers read from the "
+  .. "text file mapping: a key per line gives its 0-based line number (int64), key<sep>value "
+  .. "lines give value (int32); unknown strings give -1. .npz mappings are not supported")
+
+-- The example's identity that choice_no_replacement counts visits by: big_vision's _id, or
+-- bvlua's id (every source sets it).
+local function example_id(data)
+  local id, key = data._id, "_id"
+  if id == nil then id, key = data.id, "id" end
+  if id == nil then
+    local ok, err = pcall(pp.missing_key, data, "_id")
+    error("choice_no_replacement: needs the example's id to count its visits: "
+          .. tostring(err) .. " (nor 'id')", 0)
+  end
+  if bv.is_tensor(id) then
+    if id:numel() ~= 1 then
+      error(string.format("choice_no_replacement: key '%s' must hold one id, got a tensor of %d "
+                          .. "values", key, id:numel()), 0)
+    end
+    id = id:item()
+  end
+  if type(id) ~= "string" and type(id) ~= "number" then
+    error(string.format("choice_no_replacement: key '%s' must hold a string or number id, got "
+                        .. "a %s", key, type(id)), 0)
+  end
+  return type(id) == "number" and string.format("%.17g", id) or id
+end
+
+register("choice_no_replacement", function(a)
+  local inkeys = pp.maybe_repeat(a.inkey or a.key, 1)
+  local outkeys = pp.maybe_repeat(a.outkey or a.key, 1)
+  if inkeys[1] == nil or outkeys[1] == nil then
+    error("choice_no_replacement: give key or inkey/outkey", 0)
+  end
+  if #inkeys ~= #outkeys then
+    error("choice_no_replacement: inkey and outkey have different lengths", 0)
+  end
+  -- Ops with the same keys share their memory of what each example has had.
+  local scope = "choice_no_replacement\0" .. table.concat(inkeys, "\0")
+  return function(data, rng)
+    if not rng then error("choice_no_replacement: needs a random stream (rng)", 0) end
+    local count
+    for _, k in ipairs(inkeys) do
+      if data[k] == nil then pp.missing_key(data, k) end
+      if bv.is_tensor(data[k]) and data[k]:dim() == 0 then
+        error(string.format("choice_no_replacement: key '%s' is a scalar: there is nothing to "
+                            .. "choose from", k), 0)
+      end
+      local ok, c = pcall(count_items, data[k])
+      if not ok then error(string.format("choice_no_replacement: key '%s': %s", k,
+                                         tostring(c):gsub("^choice: ", "")), 0) end
+      if count and c ~= count then
+        error(string.format("choice_no_replacement: keys have different numbers of items (%s: "
+                            .. "%d, %s: %d)", inkeys[1], count, k, c), 0)
+      end
+      count = c
+    end
+    if count == 0 then
+      error(string.format("choice_no_replacement: key '%s' has no items to choose from",
+                          inkeys[1]), 0)
+    end
+    local index = bv.pp_state.take_unseen(scope, example_id(data), count, rng)
+    for i, k in ipairs(inkeys) do
+      data[outkeys[i]:gsub("{key}", k)] = take(data[k], {index}, true)
+    end
+    return data
+  end
+end, "choice_no_replacement(key=None, inkey=None, outkey=None): picks one item of key (the "
+  .. "same for every key of a list), an example (by its _id, else id) getting every item once, "
+  .. "in a random order, before any repeats")
+
+return {as_tensor = as_tensor, split_lines = split_lines}

@@ -1,7 +1,8 @@
--- big_vision's text pp ops (pp/ops_text.py): strfmt, lower and tokenize. Token ids are int32
--- tensors, as TF's tokenizers give them. Tokenizers come from bv.text and are cached, so building
--- a pp function per worker loads each model once. The module's table holds the token-length
--- helpers that PaliGemma's ops (pp/proj/paligemma/ops.lua) share, as big_vision's import ops_text.
+-- big_vision's text pp ops (pp/ops_text.py): strfmt, lower, tokenize, coco_captions and the
+-- ImageNet class-name ops (clip_i1k_label_names, i21k_label_names). Token ids are int32 tensors,
+-- as TF's tokenizers give them. Tokenizers come from bv.text and are cached, so building a pp
+-- function per worker loads each model once. The module's table holds the token-length helpers
+-- that PaliGemma's ops (pp/proj/paligemma/ops.lua) share, as big_vision's import ops_text.
 local pp = require "bv.pp"
 
 local M = {}
@@ -174,5 +175,87 @@ pp.register("tokenize", pp.inkeyoutkey(function(a)
 end, false, "labels"), "tokenize(max_len, eos, model='c4_en', lower=True, sample_if_multi=True, "
   .. "pad_value='<pad>', add_bos=False): SentencePiece ids (int32) truncated or padded to max_len; "
   .. "eos is 'none', 'yes' or 'sticky' (a cut keeps the final eos)")
+
+
+pp.register("coco_captions", function(a)
+  local outkey = a.outkey
+  return function(data)
+    local captions = data.captions
+    if captions == nil then pp.missing_key(data, "captions") end
+    if type(captions) ~= "table" or captions.text == nil then
+      error("coco_captions: key 'captions' must hold a table with a 'text' entry (COCO's "
+            .. "captions/text), got " .. (type(captions) == "table" and "one without 'text'"
+                                          or "a " .. (bv.is_tensor(captions) and "tensor"
+                                                      or type(captions))), 0)
+    end
+    data[outkey] = captions.text
+    return data
+  end
+end, "coco_captions(outkey='captions'): data[outkey] = data['captions']['text']")
+
+-- Class-name lists that big_vision keeps in its source (big_vision/datasets/imagenet/
+-- class_names.py) and bvlua does not ship: read from a text file, one name per line, given as
+-- file= or by an environment variable. Cached per file.
+local label_lists = {}
+
+local function label_names(op, file, env, listname, count)
+  file = file or os.getenv(env)
+  if file == nil or file == "" then
+    error(string.format("%s: no class-name file: pass file='names.txt' or set %s to a text file "
+      .. "with one name per line (big_vision keeps the list as %s in "
+      .. "big_vision/datasets/imagenet/class_names.py; bvlua does not ship it)", op, env,
+      listname), 0)
+  end
+  if type(file) ~= "string" then error(op .. ": file must be a path, got a " .. type(file), 0) end
+  if label_lists[file] then return label_lists[file] end
+  if not bv.fs.exists(file) then
+    error(string.format("%s: class-name file '%s' does not exist (big_vision keeps the list as %s "
+      .. "in big_vision/datasets/imagenet/class_names.py: write it one name per line)", op,
+      bv.snippet(file), listname), 0)
+  end
+  local names = require("bv.pp.ops_general").split_lines(bv.fs.read_file(file))
+  if #names ~= count then
+    error(string.format("%s: class-name file '%s' has %d names, big_vision's %s has %d", op,
+                        bv.snippet(file), #names, listname, count), 0)
+  end
+  label_lists[file] = names
+  return names
+end
+
+-- tf.gather of label ids (a number, a tensor of any shape or a list) into names of the same shape.
+local function gather_names(op, names, x)
+  if bv.is_tensor(x) then
+    if not x:dtype():match("int") then
+      error(op .. ": labels must be integers, got a " .. x:dtype() .. " tensor", 0)
+    end
+    x = x:dim() == 0 and x:item() or x:totable()
+  end
+  if type(x) == "table" then
+    local out = {}
+    for i, v in ipairs(x) do out[i] = gather_names(op, names, v) end
+    return out
+  end
+  if math.type(x) ~= "integer" then
+    error(string.format("%s: labels must be integers, got %s", op, bv.snippet(tostring(x))), 0)
+  end
+  if x < 0 or x >= #names then
+    error(string.format("%s: label %d is outside [0, %d)", op, x, #names), 0)
+  end
+  return names[x + 1]
+end
+
+local function register_label_names(op, env, listname, count, what)
+  pp.register(op, pp.inkeyoutkey(function(a)
+    local names = label_names(op, a.file, env, listname, count)
+    return function(x) return gather_names(op, names, x) end
+  end, "label", "labels"), string.format("%s(file=None): label ids (0-based) to %s names, read "
+    .. "one per line from file (default: $%s); the list is big_vision's %s", op, what, env,
+    listname))
+end
+
+register_label_names("clip_i1k_label_names", "BV_CLIP_I1K_LABEL_NAMES",
+                     "CLIP_IMAGENET_CLASS_NAMES", 1000, "CLIP's ImageNet-1k class")
+register_label_names("i21k_label_names", "BV_I21K_LABEL_NAMES", "IMAGENET21k_CLASS_NAMES",
+                     21843, "ImageNet-21k class")
 
 return M
