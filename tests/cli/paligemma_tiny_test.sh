@@ -9,7 +9,8 @@ BVLUA=$(realpath "${1:?usage: paligemma_tiny_test.sh path/to/bvlua}")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*"; cat "$TMP/out" 2>/dev/null | tail -30; exit 1; }
+# The output without libtorch's stack frames, so that each rank's own error shows.
+fail() { echo "FAIL: $*"; grep -v 'frame #[0-9]' "$TMP/out" 2>/dev/null | tail -40; exit 1; }
 
 cd "$TMP" || exit 1  # the config reads data/lines/ relative to the working directory
 "$BVLUA" run "$ROOT/scripts/make_lines.lua" data/lines --train 64 --val 16 --test 1 >/dev/null \
