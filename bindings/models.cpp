@@ -113,7 +113,8 @@ int models_init(lua_State* L) {
   return 1;
 }
 
-// bv._models.apply(model, params, train, input...) -> out, aux table
+// bv._models.apply(model, params, train, input...) -> out, aux table (big_vision's out dict,
+// flat: "img/pre_logits", "encoder/block00/+mlp")
 int models_apply(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);
   models::Params params = check_params(L, 2);
@@ -122,9 +123,14 @@ int models_apply(lua_State* L) {
   for (int i = 4; i <= lua_gettop(L); ++i) inputs.push_back(check_tensor(L, i));
   models::Output out = m.api->apply(m.cfg, params, inputs, train);
   push_tensor(L, out.out);
-  lua_createtable(L, 0, static_cast<int>(out.aux.size()));
+  lua_createtable(L, 0, static_cast<int>(out.aux.size() + out.lazy.size()));
   for (auto& [name, t] : out.aux) {
     push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+  // The whole out dict, as big_vision's apply returns it: its lazy entries computed too.
+  for (auto& [name, f] : out.lazy) {
+    push_tensor(L, f());
     lua_setfield(L, -2, name.c_str());
   }
   return 2;

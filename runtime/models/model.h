@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct ParamSpec {
 struct Output {
   at::Tensor out;  // logits (or the representation when there is no head)
   std::vector<std::pair<std::string, at::Tensor>> aux;  // big_vision's out dict
+  // Entries of the out dict that cost real work and that big_vision's jit computes only when
+  // something reads them (ViT's per-token logits_2d): bv.models' apply computes them all into
+  // its out table; the training step, which reads `out` alone, never does.
+  std::vector<std::pair<std::string, std::function<at::Tensor()>>> lazy;
 };
 
 struct ModelApi {

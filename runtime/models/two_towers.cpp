@@ -2,12 +2,14 @@
 // (models/proj/image_text/two_towers.py): an image tower `img` (vit) and a text tower `txt`
 // (text_transformer), each embedding L2-normalised, plus the temperature `t` (stored as its log)
 // and, for SigLIP, the bias `b`. apply(images, texts) returns the pairwise logits
-// zimg @ ztxt^T * exp(t) + b, with zimg, ztxt and t in the out table.
+// zimg @ ztxt^T * exp(t) + b, with zimg, ztxt and big_vision's out dict in the out table.
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/quote.h"
@@ -92,25 +94,52 @@ void towers_init_fixed(const json& cfg, Params& params) {
   if (c.has_bias) params["b"].fill_(c.bias_init);
 }
 
-at::Tensor l2_normalize(const at::Tensor& z) {
-  return z / (z.norm(2, {-1}, /*keepdim=*/true) + 1e-8);
+// A tower's outputs under `prefix` ("img/"), lazy ones staying lazy, then its embedding's norm
+// and the embedding divided by it: big_vision's "img/norm" and "img/normalized". Returns the
+// normalized embedding.
+at::Tensor add_tower(Output& out, Output tower, const std::string& prefix) {
+  for (auto& [name, t] : tower.aux) out.aux.emplace_back(prefix + name, std::move(t));
+  for (auto& [name, f] : tower.lazy) out.lazy.emplace_back(prefix + name, std::move(f));
+  at::Tensor norm = tower.out.norm(2, {-1}, /*keepdim=*/true);
+  at::Tensor z = tower.out / (norm + 1e-8);
+  out.aux.emplace_back(prefix + "norm", norm);
+  out.aux.emplace_back(prefix + "normalized", z);
+  return z;
 }
 
+// big_vision returns (zimg, ztxt, out); here the pairwise logits come first and zimg, ztxt join
+// big_vision's out dict: img/... and txt/... (each tower's own out, its norm, normalized),
+// t = exp(t/parameter), t/parameter (the parameter, the log temperature) and b.
 Output towers_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
                     bool train) {
   TowersConfig c = parse_config(cfg);
   BV_CHECK(inputs.size() == 2, "two_towers: inputs are images and texts");
   Output out;
-  at::Tensor zimg =
-      l2_normalize(vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train).out);
-  at::Tensor ztxt = l2_normalize(
-      text_transformer_api().apply(c.txt, subtree(params, "txt/"), {inputs[1]}, train).out);
-  at::Tensor t = param(params, "t", "two_towers").exp();
+  at::Tensor zimg;
+  {
+    ConfigPart part("image");
+    zimg =
+        add_tower(out, vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train), "img/");
+  }
+  at::Tensor ztxt;
+  {
+    ConfigPart part("text");
+    ztxt = add_tower(
+        out, text_transformer_api().apply(c.txt, subtree(params, "txt/"), {inputs[1]}, train),
+        "txt/");
+  }
+  at::Tensor t_param = param(params, "t", "two_towers");
+  at::Tensor t = t_param.exp();
   at::Tensor logits = at::matmul(zimg, ztxt.t()) * t;
-  if (c.has_bias) logits = logits + param(params, "b", "two_towers");
   out.aux.emplace_back("zimg", zimg);
   out.aux.emplace_back("ztxt", ztxt);
   out.aux.emplace_back("t", t);
+  out.aux.emplace_back("t/parameter", t_param);
+  if (c.has_bias) {
+    at::Tensor b = param(params, "b", "two_towers");
+    logits = logits + b;
+    out.aux.emplace_back("b", b);
+  }
   out.out = logits;
   return out;
 }

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -373,48 +375,78 @@ at::Tensor mlp(const at::Tensor& x, const Get& p, double dropout, bool train) {
   return linear(y, p("Dense_1/kernel"), p("Dense_1/bias"));
 }
 
-}  // namespace
+// What big_vision's Encoder1DBlock puts in its out dict besides its result ("+mlp").
+struct BlockOut {
+  at::Tensor sa, plus_sa, mlp;
+};
 
 // Encoder block i: x -> x + attention(norm(x)) -> ... + mlp(norm(...)).
 at::Tensor encoder_block(const Params& params, const EncoderConfig& c, const std::string& name,
-                         int64_t i, bool train, const at::Tensor& x) {
+                         int64_t i, bool train, const at::Tensor& x, BlockOut* bo = nullptr) {
   Layer layer{params, c, name, i};
   auto attn_p = [&](const std::string& s) { return layer("MultiHeadDotProductAttention_0/" + s); };
   auto mlp_p = [&](const std::string& s) { return layer("MlpBlock_0/" + s); };
   at::Tensor y = layer_norm(x, layer("LayerNorm_0/scale"), layer("LayerNorm_0/bias"));
   y = attention(y, y, attn_p, c.num_heads);
+  if (bo) bo->sa = y;
   if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
   at::Tensor h = x + y;
+  if (bo) bo->plus_sa = h;
   y = layer_norm(h, layer("LayerNorm_1/scale"), layer("LayerNorm_1/bias"));
   y = mlp(y, mlp_p, c.dropout, train);
+  if (bo) bo->mlp = y;
   if (train && c.dropout > 0) y = at::dropout(y, c.dropout, true);
   return h + y;
 }
 
+}  // namespace
+
 at::Tensor encoder_forward(const Params& params, const EncoderConfig& c, const std::string& name,
-                           at::Tensor x, bool train, Output* out) {
+                           at::Tensor x, bool train, Output* out, const std::string& out_prefix) {
   bool remat = c.remat && train && at::GradMode::is_enabled();
   BV_CHECK(!remat || c.dropout == 0,
            "vit: a scanned encoder rematerialises its layers, which "
            "needs dropout 0 (got ",
            c.dropout, "); or set remat_policy='none'");
   for (int64_t i = 0; i < c.depth; ++i) {
+    char block[32];  // "block" + up to 20 digits
+    std::snprintf(block, sizeof block, "block%02lld", static_cast<long long>(i));
+    std::string key = out_prefix + block + "/";
     if (remat) {
-      // The block runs again during the backward: it owns copies of what it reads.
+      // The block runs again during the backward: it owns copies of what it reads. Keeping its
+      // inner values would undo the remat, so they are lazy: reading one runs the block again
+      // (no dropout under remat: the same values).
+      at::Tensor in = x;
       x = models::remat(
           [params, c, name, i](const at::Tensor& h) {
             return encoder_block(params, c, name, i, /*train=*/true, h);
           },
           x);
+      if (out) {
+        auto memo = std::make_shared<BlockOut>();
+        auto inner = [params, c, name, i, in, memo](at::Tensor BlockOut::*field) {
+          return [params, c, name, i, in, memo, field]() {
+            if (!memo->sa.defined()) encoder_block(params, c, name, i, true, in, memo.get());
+            return (*memo).*field;
+          };
+        };
+        out->lazy.emplace_back(key + "sa", inner(&BlockOut::sa));
+        out->lazy.emplace_back(key + "+sa", inner(&BlockOut::plus_sa));
+        out->lazy.emplace_back(key + "mlp", inner(&BlockOut::mlp));
+      }
     } else {
-      x = encoder_block(params, c, name, i, train, x);
+      BlockOut bo;
+      x = encoder_block(params, c, name, i, train, x, out ? &bo : nullptr);
+      if (out) {
+        out->aux.emplace_back(key + "sa", bo.sa);
+        out->aux.emplace_back(key + "+sa", bo.plus_sa);
+        out->aux.emplace_back(key + "mlp", bo.mlp);
+      }
     }
-    if (out) {
-      char key[48];  // "encoder/block" + up to 20 digits
-      std::snprintf(key, sizeof key, "encoder/block%02lld", static_cast<long long>(i));
-      out->aux.emplace_back(key, x);
-    }
+    if (out) out->aux.emplace_back(key + "+mlp", x);
   }
+  // big_vision's alias of the last block's output, set by its unscanned loop only.
+  if (out && !c.scan) out->aux.emplace_back(out_prefix + "pre_ln", x);
   return layer_norm(x, param(params, name + "/encoder_norm/scale", "vit"),
                     param(params, name + "/encoder_norm/bias", "vit"));
 }
@@ -488,12 +520,47 @@ Output vit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   } else {  // none: keep the sequence
     pooled = x;
   }
-  out.aux.emplace_back("head_input", pooled);
+  if (c.pool_type != "none") out.aux.emplace_back("head_input", pooled);
+  // big_vision's x_2d: the encoded tokens (without tok's cls token) on the gh x gw patch grid;
+  // pre_logits and the head apply to it token by token (pre_logits_2d, logits_2d). With
+  // pool_type none these are the pooled path's own values, seen on the grid: no extra work.
+  // Otherwise a per-token layer is real work, which big_vision's jit skips unless something
+  // reads it: here it is lazy (Output::lazy).
+  bool grid_is_pooled = c.pool_type == "none";
+  at::Tensor x_2d = (c.pool_type == "tok" ? x.narrow(1, 1, gh * gw) : x).reshape({n, gh, gw, -1});
+  // The layers x_2d goes through, read now (under fsdp a lazy entry runs after the step's reads).
+  Params layers;
+  for (const char* name : {"pre_logits/kernel", "pre_logits/bias", "head/kernel", "head/bias"}) {
+    bool used = name[0] == 'p' ? c.rep_size > 0 : c.num_classes > 0;
+    if (used && !grid_is_pooled) layers[name] = P(name);
+  }
+  auto on_grid = [n, gh, gw](const at::Tensor& t) { return t.reshape({n, gh, gw, -1}); };
+  std::function<at::Tensor()> pre_2d;  // pre_logits_2d when it is lazy
   if (c.rep_size) {
     pooled = at::tanh(dense(params, "pre_logits", pooled, "vit"));
-    out.aux.emplace_back("pre_logits", pooled);
+    if (grid_is_pooled) {
+      x_2d = on_grid(pooled);
+    } else {
+      auto memo = std::make_shared<at::Tensor>();
+      pre_2d = [layers, x_2d, memo]() {
+        if (!memo->defined()) *memo = at::tanh(dense(layers, "pre_logits", x_2d, "vit"));
+        return *memo;
+      };
+      out.lazy.emplace_back("pre_logits_2d", pre_2d);
+    }
   }
+  if (!pre_2d) out.aux.emplace_back("pre_logits_2d", x_2d);
+  out.aux.emplace_back("pre_logits", pooled);
   classifier_head(params, pooled, c.num_classes, "vit", out);
+  if (c.num_classes) {
+    if (grid_is_pooled) {
+      out.aux.emplace_back("logits_2d", on_grid(out.out));
+    } else {
+      out.lazy.emplace_back("logits_2d", [layers, x_2d, pre_2d]() {
+        return dense(layers, "head", pre_2d ? pre_2d() : x_2d, "vit");
+      });
+    }
+  }
   return out;
 }
 

@@ -99,7 +99,7 @@ T.test("apply: outputs and intermediate values", function()
   T.eq(logits:shape(), {2, 5})
   T.eq(out.stem:shape(), {2, 4, 4, 32})
   T.eq(out.encoded:shape(), {2, 17, 32})
-  T.eq(out["encoder/block00"]:shape(), {2, 17, 32})
+  T.eq(out["encoder/block00/+mlp"]:shape(), {2, 17, 32})  -- out["encoder"]["block00"]["+mlp"]
   local feats = bv.models.build("vit", {variant = "mu/4", image_size = 16, pool_type = "none"})
   T.eq(feats:apply(feats:init(0), bv.zeros({1, 16, 16, 3})):shape(), {1, 16, 32})
 end)

@@ -1,6 +1,7 @@
 # An independent ViT forward pass in PyTorch (the torch wheel in .venv), written from big_vision's
-# models/vit.py, for the parity test (tests/lua/vit_parity_test.lua). Reads params and the input
-# from an npz (big_vision's names), writes the logits into an npz (key "logits").
+# models/vit.py, for the parity tests (tests/lua/model_parity_test.lua, model_outputs_test.lua).
+# Reads params and the input from an npz (big_vision's names), writes into an npz the logits and
+# the out dict's pre_logits, pre_logits_2d and logits_2d (keys named as big_vision's).
 #   .venv/bin/python tests/reference/vit_reference.py PARAMS.npz CONFIG_JSON OUT.npz
 import json
 import sys
@@ -61,7 +62,14 @@ elif pool == "map":
     a = mha(probe, h, "MAPHead_0/MultiHeadDotProductAttention_0")
     a = a + mlp(ln(a, "MAPHead_0/LayerNorm_0"), "MAPHead_0/MlpBlock_0")
     r = a[:, 0]
+# big_vision's x_2d: the encoded patch tokens (tok's cls token dropped) on the patch grid.
+gh, gw = x.shape[1] // ph, x.shape[2] // pw
+r2 = (h[:, 1:] if pool == "tok" else h).reshape(n, gh, gw, d)
 if "pre_logits/kernel" in P:
     r = torch.tanh(r @ P["pre_logits/kernel"] + P["pre_logits/bias"])
-r = r @ P["head/kernel"] + P["head/bias"]
-np.savez(out_path, logits=r.numpy())
+    r2 = torch.tanh(r2 @ P["pre_logits/kernel"] + P["pre_logits/bias"])
+out = {"pre_logits": r, "pre_logits_2d": r2}
+if "head/kernel" in P:
+    out["logits"] = r @ P["head/kernel"] + P["head/bias"]
+    out["logits_2d"] = r2 @ P["head/kernel"] + P["head/bias"]
+np.savez(out_path, **{k: v.numpy() for k, v in out.items()})
