@@ -9,6 +9,7 @@
 #include <lua.hpp>
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -21,6 +22,8 @@
 #include "core/quote.h"
 #include "data/pipeline.h"
 #include "data/sources.h"
+#include "data/tf_example.h"
+#include "data/tfrecord.h"
 #include "image.h"
 #include "lua_util.h"
 #include "rng.h"
@@ -54,6 +57,27 @@ std::shared_ptr<const std::string> read_bytes(const std::string& path, FileCache
     cache->bytes.emplace(path, data);
   }
   return data;
+}
+
+// bv:tfrecord's record i, read (or taken from the cache: input.cache_raw) and parsed.
+data::Example read_tf_example(const data::TFRecordIndex& index, int64_t i, FileCache* cache) {
+  std::string where = data::record_where(index, i);
+  // The key: no file's path (those start with a NUL, which no path has), one per source and record.
+  std::string key = str('\0', static_cast<const void*>(&index), ':', i);
+  std::shared_ptr<const std::string> bytes;
+  if (cache) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    auto it = cache->bytes.find(key);
+    if (it != cache->bytes.end()) bytes = it->second;
+  }
+  if (!bytes) {
+    bytes = std::make_shared<const std::string>(data::read_record(index, i));
+    if (cache) {
+      std::lock_guard<std::mutex> lock(cache->mu);
+      cache->bytes.emplace(key, bytes);
+    }
+  }
+  return data::parse_tf_example(*bytes, where);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,10 +200,74 @@ int64_t opt_int_field(lua_State* L, int table, const char* name, int64_t def) {
   return out;
 }
 
+// The keys of table `t` that are not in `known`, as "'a', 'b'" ("" when there are none).
+std::string unknown_keys(lua_State* L, int t, std::initializer_list<const char*> known) {
+  std::vector<std::string> bad;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    bool ok = lua_type(L, -1) == LUA_TSTRING &&
+              std::any_of(known.begin(), known.end(),
+                          [&](const char* k) { return std::string(k) == lua_tostring(L, -1); });
+    if (!ok) bad.push_back("'" + snippet(luaL_tolstring(L, -1, nullptr)) + "'");
+    if (!ok) lua_pop(L, 1);  // luaL_tolstring's copy
+  }
+  std::sort(bad.begin(), bad.end());
+  std::string out;
+  for (const auto& b : bad) out += (out.empty() ? "" : ", ") + b;
+  return out;
+}
+
+// bv:tfrecord's shards = {{file = PATH, skip = 0, take = -1}, ...} (take -1: to the end).
+std::vector<data::TFRecordShard> tfrecord_shards(lua_State* L) {
+  std::string extra = unknown_keys(L, 1, {"name", "shards"});
+  if (!extra.empty()) raise(L, str("bv:tfrecord: unknown key ", extra, " (it takes shards)"));
+  lua_getfield(L, 1, "shards");
+  if (!lua_istable(L, -1)) {
+    raise(L, str("bv:tfrecord: 'shards' must be a list of {file = ..., skip = ..., take = ...}, "
+                 "got a ",
+                 luaL_typename(L, -1)));
+  }
+  int list = lua_gettop(L);
+  std::vector<data::TFRecordShard> shards;
+  lua_Integer n = luaL_len(L, list);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, list, i);
+    int t = lua_gettop(L);
+    std::string at = str("bv:tfrecord: shards[", i, "]");
+    if (!lua_istable(L, t)) raise(L, str(at, " must be a table, got a ", luaL_typename(L, t)));
+    extra = unknown_keys(L, t, {"file", "skip", "take"});
+    if (!extra.empty()) raise(L, str(at, ": unknown key ", extra, " (it takes file, skip, take)"));
+    data::TFRecordShard shard;
+    lua_getfield(L, t, "file");
+    if (lua_type(L, -1) != LUA_TSTRING) raise(L, str(at, ": 'file' (a path) is required"));
+    shard.file = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    for (const char* key : {"skip", "take"}) {
+      lua_getfield(L, t, key);
+      if (!lua_isnil(L, -1)) {
+        if (!lua_isinteger(L, -1)) {
+          raise(L, str(at, ": '", key, "' must be an integer, got ", luaL_typename(L, -1)));
+        }
+        (std::string(key) == "skip" ? shard.skip : shard.take) = lua_tointeger(L, -1);
+      }
+      lua_pop(L, 1);
+    }
+    shards.push_back(std::move(shard));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (shards.empty()) raise(L, "bv:tfrecord: 'shards' is empty");
+  return shards;
+}
+
 // bv._data.source({name = "bv:jsonl", fname = ..., fopen_keys = {...}, start, stop} |
-//                 {name = "bv:imagefolder", root = ...} [, {skip_errors = bool}])
-// skip_errors: a bad JSON-L line is kept as an example that fails in the pipeline (and is
-// skipped and counted there) instead of failing here.
+//                 {name = "bv:imagefolder", root = ...} |
+//                 {name = "bv:tfrecord", shards = {{file = ..., skip = 0, take = -1}, ...}}
+//                 [, {skip_errors = bool}])
+// skip_errors: a bad JSON-L line, or a TFRecord record whose length header is corrupt, is kept
+// as an example that fails in the pipeline (and is skipped and counted there) instead of
+// failing here.
 int data_source(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   bool skip_errors = false;
@@ -227,8 +315,11 @@ int data_source(lua_State* L) {
     std::string root = opt_string_field(L, 1, "root", "");
     if (root.empty()) raise(L, "bv:imagefolder: 'root' is required");
     src = data::load_image_folder(root);
+  } else if (name == "bv:tfrecord") {
+    src = data::load_tfrecord(tfrecord_shards(L), skip_errors);
   } else {
-    raise(L, str("data: unknown source '", name, "' (bvlua has bv:jsonl and bv:imagefolder)"));
+    raise(L, str("data: unknown source '", snippet(name),
+                 "' (bvlua has bv:jsonl, bv:imagefolder and bv:tfrecord)"));
   }
   void* p = lua_newuserdatauv(L, sizeof(SourcePtr), 0);
   new (p) SourcePtr(std::make_shared<const data::Source>(std::move(src)));
@@ -237,7 +328,7 @@ int data_source(lua_State* L) {
 }
 
 int source_size(lua_State* L) {
-  lua_pushinteger(L, static_cast<lua_Integer>(check_source(L, 1)->examples.size()));
+  lua_pushinteger(L, static_cast<lua_Integer>(data::source_size(*check_source(L, 1))));
   return 1;
 }
 
@@ -245,11 +336,9 @@ int source_size(lua_State* L) {
 int source_example(lua_State* L) {
   const SourcePtr& src = check_source(L, 1);
   int64_t i = check_int(L, 2);
-  int64_t n = static_cast<int64_t>(src->examples.size());
+  int64_t n = data::source_size(*src);
   if (i < 1 || i > n) raise(L, str("example ", i, " out of range 1..", n));
-  auto bad = src->bad_lines.find(i - 1);
-  if (bad != src->bad_lines.end()) raise(L, bad->second);
-  push_example(L, src->examples[static_cast<size_t>(i - 1)], nullptr);
+  push_example(L, data::source_example(*src, i - 1), nullptr);
   return 1;
 }
 
@@ -262,8 +351,8 @@ int source_bad_lines(lua_State* L) {
 int source_origin(lua_State* L) {
   const SourcePtr& src = check_source(L, 1);
   int64_t i = check_int(L, 2);
-  if (i < 1 || i > static_cast<int64_t>(src->origins.size())) raise(L, "origin index out of range");
-  lua_pushstring(L, src->origins[static_cast<size_t>(i - 1)].str().c_str());
+  if (i < 1 || i > data::source_size(*src)) raise(L, "origin index out of range");
+  lua_pushstring(L, data::source_origin(*src, i - 1).c_str());
   return 1;
 }
 
@@ -312,7 +401,8 @@ void run_or_throw(lua_State* L, int nargs, int nresults, const std::string& what
 
 std::string describe(const WorkerSetup& s, const data::Item& item) {
   const data::Source& src = *s.sources[static_cast<size_t>(item.source)];
-  std::string out = src.origins[static_cast<size_t>(item.index)].str();
+  std::string out = data::source_origin(src, item.index);
+  if (src.records) return out;
   for (const auto& [key, v] : src.examples[static_cast<size_t>(item.index)]) {
     if (v.kind == data::Value::Kind::kFile) out += " (" + snippet(key) + ": " + snippet(v.s) + ")";
   }
@@ -360,7 +450,11 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
       const data::Source& src = *setup->sources[static_cast<size_t>(item.source)];
       auto bad = src.bad_lines.find(item.index);
       if (bad != src.bad_lines.end()) throw Error(bad->second);
-      push_example(L, src.examples[static_cast<size_t>(item.index)], setup->cache.get());
+      if (src.records) {
+        push_example(L, read_tf_example(*src.records, item.index, setup->cache.get()), nullptr);
+      } else {
+        push_example(L, src.examples[static_cast<size_t>(item.index)], setup->cache.get());
+      }
       push_rng(L, Rng(data::mix_seed(setup->seed, item.seq)));
       run_or_throw(L, 2, 1, describe(*setup, item));
       data::Example ex = to_example(L, -1);
@@ -463,8 +557,7 @@ int data_pipeline(lua_State* L) {
   int64_t buffer = opt_int_field(L, 1, "shuffle_buffer_size", 0);
   std::vector<data::IndexStream> streams;
   for (size_t s = 0; s < setup->sources.size(); ++s) {
-    auto indices = data::process_indices(static_cast<int64_t>(setup->sources[s]->examples.size()),
-                                         rank, world);
+    auto indices = data::process_indices(data::source_size(*setup->sources[s]), rank, world);
     uint64_t seed = data::mix_seed(setup->seed, 1000 + s * 7919 + static_cast<uint64_t>(rank));
     streams.emplace_back(std::move(indices), seed, shuffle, buffer, repeat);
   }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/json_util.h"
 #include "core/quote.h"
+#include "data/tf_example.h"
 
 namespace bv::data {
 
@@ -239,6 +240,36 @@ Source load_image_folder(const std::string& root) {
     }
   }
   return src;
+}
+
+Source load_tfrecord(const std::vector<TFRecordShard>& shards, bool keep_bad) {
+  BV_CHECK(!shards.empty(), "bv:tfrecord: no shards");
+  auto index = std::make_shared<TFRecordIndex>(index_tfrecords(shards, keep_bad));
+  Source src;
+  src.name = "bv:tfrecord";
+  src.bad_lines = index->bad;
+  src.records = std::move(index);
+  return src;
+}
+
+int64_t source_size(const Source& src) {
+  return src.records ? src.records->size() : static_cast<int64_t>(src.examples.size());
+}
+
+std::string source_origin(const Source& src, int64_t i) {
+  BV_CHECK(i >= 0 && i < source_size(src), src.name, ": example ", i, " out of range 0..",
+           source_size(src) - 1);
+  if (src.records) return record_where(*src.records, i);
+  return src.origins[static_cast<size_t>(i)].str();
+}
+
+Example source_example(const Source& src, int64_t i) {
+  BV_CHECK(i >= 0 && i < source_size(src), src.name, ": example ", i, " out of range 0..",
+           source_size(src) - 1);
+  auto bad = src.bad_lines.find(i);
+  if (bad != src.bad_lines.end()) throw Error(bad->second);
+  if (!src.records) return src.examples[static_cast<size_t>(i)];
+  return parse_tf_example(read_record(*src.records, i), record_where(*src.records, i));
 }
 
 std::vector<int64_t> process_indices(int64_t n, int rank, int world) {
