@@ -6,7 +6,8 @@ local json = require "bv.json"
 
 local CONFIGS = {"configs/bit_lines.lua", "configs/bit_lines.lua:quick",
                  "configs/bit_lines.lua:rot90=True", "configs/vit_lines.lua",
-                 "configs/vit_lines.lua:quick", "configs/vit_i1k.lua", "configs/vit_i1k.lua:aug=strong2"}
+                 "configs/vit_lines.lua:quick", "configs/vit_i1k.lua", "configs/vit_i1k.lua:aug=strong2",
+                 "configs/tfds_lines.lua"}
 
 for _, spec in ipairs(CONFIGS) do
   T.test(spec, function()
