@@ -41,13 +41,15 @@ local function f0(x)
   return string.format("%.0f", x)
 end
 
--- Python's round(): to the nearest integer, halves to the even one.
+-- Python's round(): to the nearest integer, halves to the even one (also TFDS's percent
+-- boundaries, bv.tfds_splits).
 local function round_even(x)
   local f = math.floor(x)
   local r = x - f
   if r > 0.5 or (r == 0.5 and f % 2 == 1) then f = f + 1 end
   return math.tointeger(f) or f
 end
+M.round_even = round_even
 
 -- big_vision's hms(): "42s", "3m7s", "5h12m" (below 25 hours), else "2d3h4m". Unlike
 -- big_vision, which rounds each part on its own ("2m60s"), the time is rounded to whole

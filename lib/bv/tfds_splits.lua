@@ -12,6 +12,7 @@
 --
 -- An absolute instruction is {split, from, to}: from nil is the start, to nil the end (TFDS's
 -- None). Errors say which expression and why, as TFDS refuses it.
+local round_even = require("bv.chrono").round_even
 local suggest = require "bv.suggest"
 
 local M = {}
@@ -174,14 +175,6 @@ local function prefix_sum(lengths, k)
   return n
 end
 
--- Python's round(): halves to the even neighbour.
-local function round_half_even(x)
-  local f = math.floor(x)
-  local d = x - f
-  if d > 0.5 or (d == 0.5 and f % 2 == 1) then f = f + 1 end
-  return math.tointeger(f) or f
-end
-
 local function plain(v)  -- 12.0 -> 12; 12.5 stays
   if v == nil then return nil end
   return math.tointeger(v) or v
@@ -194,7 +187,7 @@ local function rel_to_abs(r, splits, whole)
   local from, to = r.from, r.to
   if r.unit == "%" then
     local function pct(b)
-      if r.rounding == "closest" then return round_half_even(b * n / 100.0) end
+      if r.rounding == "closest" then return round_even(b * n / 100.0) end
       if n < 100 then
         fail(whole, string.format("pct1_dropremainder rounding on split '%s' of %d examples "
           .. "(fewer than 100) always selects nothing", r.split, n))

@@ -62,12 +62,7 @@ local function write_shard(name, records)
 end
 
 -- Two shards of 3 examples: a 4x6 PNG whose pixels are all `label`, and the label.
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = bv.fs.read_file
 local shards = {}
 for s = 0, 1 do
   local records = {}
