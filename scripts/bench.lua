@@ -10,12 +10,15 @@
 --   eval      the forward pass alone (an evaluator's batch), the same peers
 --   paligemma the tiny PaliGemma's train step and greedy decoding with a KV cache, the same peers
 --   pp        the input pipeline against PIL, torchvision and tf.data, on one core and on all
+--   tfds      reading a TFDS dataset (prepared once by tensorflow-datasets itself) and its pp into
+--             batches, as an evaluator does, against tfds + tf.data on the same files and threads
 --   startup   `bvlua --version`, and `bvlua train configs/bit_lines.lua:quick` from its start
 --             to the end of its first training step (its data drawn beforehand)
 --   sharding  scripts/bench_sharding.lua's three strategies in 2 processes
 -- Environment: MODELS ("bit26:224:32:2 ..." as model:res:batch:steps), MODES ("train bf16"),
 -- COMPILE=0 (no torch.compile sides: their compiles take minutes), COMPILE_ROUNDS (how many of
--- the rounds run the compiled sides too; default all), BENCH_DIR (the JPEGs).
+-- the rounds run the compiled sides too; default all), BENCH_DIR (the JPEGs), BENCH_TFDS_DIR (where
+-- the tfds section's dataset is prepared; default .bench/tfds).
 local json = require "bv.json"
 
 local BVLUA = os.getenv("BVLUA") or "build/bvlua"
@@ -36,7 +39,9 @@ do
     i = i + 1
   end
   if not rounds or rounds < 1 then error("bench: --rounds wants a whole number >= 1", 0) end
-  if #sections == 0 then sections = {"gemm", "train", "eval", "paligemma", "pp", "startup"} end
+  if #sections == 0 then
+    sections = {"gemm", "train", "eval", "paligemma", "pp", "tfds", "startup"}
+  end
 end
 
 -- The output of a shell command, trimmed; an error naming the command when it fails.
@@ -88,14 +93,17 @@ local function machine()
     libtorch = bv.torch_version, torch = py_version(PY, "torch"),
     torchvision = py_version(PY, "torchvision"), pillow = py_version(PY, "PIL"),
     tensorflow = py_version(TF_PY, "tensorflow"),
+    tensorflow_datasets = py_version(TF_PY, "tensorflow_datasets"),
   }
   print(string.format("%s: %s, %d cores (%d threads used), %.0f GiB%s", result.date, cpu,
                       result.machine.cores, THREADS, result.machine.memory_gib,
                       result.machine.avx512_bf16 and ", AVX-512 BF16" or ""))
   local v = result.versions
   print(string.format("bvlua %s (%s) on libtorch %s; peers: torch %s, torchvision %s, "
-                      .. "Pillow %s, TensorFlow %s", v.bvlua, v.commit, v.libtorch, v.torch,
-                      v.torchvision, v.pillow, v.tensorflow or "(not installed)"))
+                      .. "Pillow %s, TensorFlow %s, tensorflow-datasets %s", v.bvlua, v.commit,
+                      v.libtorch, v.torch, v.torchvision, v.pillow,
+                      v.tensorflow or "(not installed)",
+                      v.tensorflow_datasets or "(not installed)"))
 end
 
 local SECTIONS = {}
@@ -272,6 +280,73 @@ function SECTIONS.pp()
   end
 end
 
+-- The tfds section's dataset: lines_tfds_bench, TFDS_EXAMPLES JPEGs of TFDS_PX x TFDS_PX in
+-- TFDS_SHARDS shards, prepared by tensorflow-datasets (scripts/make_tfds_fixture.py --bench) once,
+-- under a directory named after its sizes.
+local TFDS_EXAMPLES, TFDS_PX, TFDS_SHARDS, TFDS_PASSES = 4096, 256, 8, 2
+local function tfds_dataset()
+  local dir = string.format("%s/%dx%dpx-%dshards", os.getenv("BENCH_TFDS_DIR") or ".bench/tfds",
+                            TFDS_EXAMPLES, TFDS_PX, TFDS_SHARDS)
+  if not bv.fs.exists(dir .. "/lines_tfds_bench/1.0.0/dataset_info.json") then
+    print(string.format("tfds: preparing lines_tfds_bench in %s with tensorflow-datasets "
+                        .. "(once; about a minute)", dir))
+    sh(string.format("%s scripts/make_tfds_fixture.py --bench --examples %d --size %d --shards %d "
+                     .. "%s >/dev/null", TF_PY, TFDS_EXAMPLES, TFDS_PX, TFDS_SHARDS, q(dir)))
+  end
+  return dir
+end
+
+-- One side's rounds ("examples/s cpu-ms" each) as medians.
+local function tfds_side(runs)
+  local rate, cpu = {}, {}
+  for i, w in ipairs(runs) do rate[i], cpu[i] = tonumber(w[1]), tonumber(w[2]) end
+  return {examples_s = median(rate), cpu_ms = median(cpu), per_round = rate}
+end
+
+function SECTIONS.tfds()
+  if not result.versions.tensorflow_datasets then
+    error("bench: the tfds section needs tensorflow-datasets in " .. TF_PY
+          .. " (scripts/bench installs it)", 0)
+  end
+  local dir = tfds_dataset()
+  local pp = "decode|resize(224)|value_range(-1, 1)"
+  result.tfds = {}
+  print(string.format("\ntfds: split 'train' of a TFDS dataset (%d %dx%d JPEGs in %d tfrecord "
+                      .. "shards, written by tensorflow-datasets) read in TFDS's order through "
+                      .. "'%s' into batches of 32, each example once (as an evaluator reads); "
+                      .. "examples/s: per side the fastest of %d passes after an untimed one, the "
+                      .. "median of %d rounds (sides alternating); cpu: the process's CPU ms per "
+                      .. "example; bvlua: bv.data.inference, one intra-op thread per worker; peer: "
+                      .. "tfds.builder().as_dataset (image decoding skipped, as big_vision does) + "
+                      .. "tf.data map of big_vision's pp ops' TF calls, a private pool of that "
+                      .. "many threads; x = bvlua / peer examples/s; x_cpu = peer / bvlua cpu; "
+                      .. "load = the 1-minute load average before the row", TFDS_EXAMPLES,
+                      TFDS_PX, TFDS_PX, TFDS_SHARDS, pp, TFDS_PASSES, rounds))
+  print(string.format("%5s | %8s %6s | %8s %6s | %6s %6s | %5s", "cores", "bvlua", "cpu", "tfds",
+                      "cpu", "x", "x_cpu", "load"))
+  for _, cores in ipairs(THREADS > 1 and {1, THREADS} or {1}) do
+    local load = tonumber(sh("cut -d' ' -f1 /proc/loadavg"))
+    local ours, peer = {}, {}
+    for _ = 1, rounds do
+      ours[#ours + 1] = words(sh(string.format(
+          "%s --threads 1 run scripts/bench_tfds.lua %s lines_tfds_bench train %s %d %d", BVLUA,
+          q(dir), q(pp), cores, TFDS_PASSES)))
+      peer[#peer + 1] = words(sh(string.format(
+          "%s scripts/bench_tfds_peer.py %s lines_tfds_bench train %d %d", TF_PY, q(dir), cores,
+          TFDS_PASSES)))
+    end
+    local row = {cores = cores, pp = pp, examples = TFDS_EXAMPLES, px = TFDS_PX,
+                 shards = TFDS_SHARDS, bvlua = tfds_side(ours), tfds = tfds_side(peer),
+                 load = load}
+    row.x_tfds = ratio(row.bvlua.examples_s, row.tfds.examples_s)
+    row.x_cpu = ratio(row.tfds.cpu_ms, row.bvlua.cpu_ms)
+    result.tfds[#result.tfds + 1] = row
+    print(string.format("%5d | %8.1f %6.2f | %8.1f %6.2f | %5.2fx %5.2fx | %5.2f", cores,
+                        row.bvlua.examples_s, row.bvlua.cpu_ms, row.tfds.examples_s,
+                        row.tfds.cpu_ms, row.x_tfds, row.x_cpu, load))
+  end
+end
+
 function SECTIONS.startup()
   local version = {}
   for i = 1, 5 do
@@ -369,6 +444,15 @@ local function compare(old)
                           o.bvlua, r.bvlua, r.bvlua / o.bvlua))
     end
   end
+  before = each(old.tfds, function(r) return r.cores end)
+  for _, r in ipairs(result.tfds or {}) do
+    local o = before[r.cores]
+    if o then
+      print(string.format("  tfds %d cores: %.1f -> %.1f examples/s, %.2fx", r.cores,
+                          o.bvlua.examples_s, r.bvlua.examples_s,
+                          r.bvlua.examples_s / o.bvlua.examples_s))
+    end
+  end
   if old.startup and result.startup then
     print(string.format("  startup: --version %.2f -> %.2f s, first step %.2f -> %.2f s",
                         old.startup.version_s, result.startup.version_s,
@@ -378,8 +462,8 @@ end
 
 for _, name in ipairs(sections) do
   if not SECTIONS[name] then
-    error("bench: unknown section '" .. name .. "' (gemm, train, eval, paligemma, pp, startup, "
-          .. "sharding)", 0)
+    error("bench: unknown section '" .. name .. "' (gemm, train, eval, paligemma, pp, tfds, "
+          .. "startup, sharding)", 0)
   end
 end
 io.stdout:setvbuf("line")

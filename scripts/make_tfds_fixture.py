@@ -5,6 +5,14 @@ bvlua's lib/bv/tfds.lua with it; the tests need no TensorFlow).
 
   python3 -m venv .tfds && .tfds/bin/pip install tensorflow-datasets tensorflow-cpu
   .tfds/bin/python scripts/make_tfds_fixture.py [OUT_DIR]     # default tests/data/tfds
+  .bench/tf/bin/python scripts/make_tfds_fixture.py --bench [--examples N] [--size PX]
+      [--shards S] OUT_DIR
+
+--bench (scripts/bench's tfds section runs it, in its venv .bench/tf) writes
+OUT_DIR/lines_tfds_bench/1.0.0 instead: one split, train, of N (4096) JPEGs of PX x PX (256;
+TFDS encodes them: tf.image.encode_jpeg, quality 95), each a line as the fixture's but PX/32
+pixels wide on a colour gradient with mild noise (photo-like JPEG sizes), in S (8) shards; no
+expected.json.
 
 The dataset, lines_tfds 1.0.0 (tfrecord): 16x16 PNGs of a line (horizontal, vertical or
 diagonal) drawn with numpy, features image, label (ClassLabel, 3 names) and id (int64); splits
@@ -23,13 +31,13 @@ expected.json:
                 ReadConfig's defaults with shuffle_files=False) over made-up file instructions:
                 {files = [[skip, take]...] (take -1: to the end), lengths, order = [[file, record]...]}
 """
+import argparse
 import dataclasses
 import functools
 import json
 import operator
 import os
 import shutil
-import sys
 import tempfile
 import zlib
 
@@ -44,19 +52,28 @@ SIZES = {"train": 40, "validation": 10, "test": 10}
 SIZE = 16
 
 
-def draw(i, label):
-  """A 16x16 RGB image: a line of the label's kind on a noisy background."""
+def draw(i, label, size=SIZE, photo=False):
+  """A size x size RGB image: a line of the label's kind, size/32 (at least 1) pixels wide, on a
+  noisy background, or with photo=True on a colour gradient with mild noise (the bench's)."""
   rng = np.random.default_rng(i)
-  img = rng.integers(0, 60, size=(SIZE, SIZE, 3), dtype=np.uint8)
-  pos = int(rng.integers(2, SIZE - 2))
+  if photo:
+    base = rng.uniform(size=3)
+    ys = np.linspace(0, 1, size)[:, None, None]
+    xs = np.linspace(0, 1, size)[None, :, None]
+    img = (ys * base + xs * (1 - base)) * 200 + 20 + rng.normal(0, 6, size=(size, size, 3))
+    img = np.clip(img, 0, 255).astype(np.uint8)
+  else:
+    img = rng.integers(0, 60, size=(size, size, 3), dtype=np.uint8)
+  width = max(1, size // 32)
+  pos = int(rng.integers(2, size - 1 - width))
   color = rng.integers(150, 256, size=3, dtype=np.uint8)
   if label == 0:
-    img[pos, :, :] = color
+    img[pos:pos + width, :, :] = color
   elif label == 1:
-    img[:, pos, :] = color
+    img[:, pos:pos + width, :] = color
   else:
-    for k in range(SIZE):
-      img[k, k, :] = color
+    for k in range(size):
+      img[k, k:k + width, :] = color
   return img
 
 
@@ -65,13 +82,19 @@ class LinesTfds(tfds.core.GeneratorBasedBuilder):
 
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "The fixture of tests/lua/tfds_test.lua."}
+  DESCRIPTION = "16x16 PNGs of a horizontal, vertical or diagonal line."
+  SPLITS = SIZES
+  IMAGE_SIZE = SIZE
+  ENCODING = "png"
+  PHOTO = False
 
   def _info(self):
     return tfds.core.DatasetInfo(
         builder=self,
-        description="16x16 PNGs of a horizontal, vertical or diagonal line.",
+        description=self.DESCRIPTION,
         features=tfds.features.FeaturesDict({
-            "image": tfds.features.Image(shape=(SIZE, SIZE, 3), encoding_format="png"),
+            "image": tfds.features.Image(shape=(self.IMAGE_SIZE, self.IMAGE_SIZE, 3),
+                                         encoding_format=self.ENCODING),
             "label": tfds.features.ClassLabel(names=NAMES),
             "id": np.int64,
         }),
@@ -81,7 +104,7 @@ class LinesTfds(tfds.core.GeneratorBasedBuilder):
   def _split_generators(self, dl_manager):
     del dl_manager
     first, out = 0, {}
-    for split, n in SIZES.items():
+    for split, n in self.SPLITS.items():
       out[split] = self._generate_examples(first, n)
       first += n
     return out
@@ -89,7 +112,27 @@ class LinesTfds(tfds.core.GeneratorBasedBuilder):
   def _generate_examples(self, first, n):
     for i in range(first, first + n):
       label = i % 3
-      yield i, {"image": draw(i, label), "label": label, "id": i}
+      yield i, {"image": draw(i, label, self.IMAGE_SIZE, self.PHOTO), "label": label, "id": i}
+
+
+class LinesTfdsBench(LinesTfds):
+  """Lines in larger JPEGs (scripts/bench's tfds section); main() sets the sizes."""
+
+  RELEASE_NOTES = {"1.0.0": "The dataset of scripts/bench's tfds section."}
+  ENCODING = "jpeg"
+  PHOTO = True
+
+
+def make_bench(out_dir, examples, size, shards):
+  """Prepares lines_tfds_bench in out_dir (TFDS writes it aside and renames it when complete)."""
+  LinesTfdsBench.SPLITS = {"train": examples}
+  LinesTfdsBench.IMAGE_SIZE = size
+  LinesTfdsBench.DESCRIPTION = (f"{examples} {size}x{size} JPEGs of a horizontal, vertical or "
+                                f"diagonal line on a colour gradient, in {shards} shards.")
+  builder = LinesTfdsBench(data_dir=out_dir)
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(num_shards=shards), file_format="tfrecord")
+  print("wrote", os.path.join(out_dir, "lines_tfds_bench"))
 
 
 def read(builder, split):
@@ -201,9 +244,27 @@ EVEN_EXPRS = ["train", "train[:99%]", "train[3:]", "train+validation",
 
 
 def main():
-  out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-      os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tfds")
-  out_dir = os.path.abspath(out_dir)
+  parser = argparse.ArgumentParser(description="Writes bvlua's TFDS fixture (or --bench dataset).")
+  parser.add_argument("out_dir", nargs="?", default=os.path.join(
+      os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tfds"))
+  parser.add_argument("--bench", action="store_true", help="write lines_tfds_bench instead")
+  bench = {"examples": (4096, "train examples"), "size": (256, "image side in pixels"),
+           "shards": (8, "shards")}
+  for name, (default, what) in bench.items():
+    parser.add_argument("--" + name, type=int, help=f"--bench: {what} (default {default})")
+  args = parser.parse_args()
+  out_dir = os.path.abspath(args.out_dir)
+  given = [name for name in bench if getattr(args, name) is not None]
+  if given and not args.bench:
+    parser.error(f"--{given[0]} sizes the --bench dataset; the fixture's sizes are fixed")
+  if args.bench:
+    sizes = {name: default if getattr(args, name) is None else getattr(args, name)
+             for name, (default, _) in bench.items()}
+    for name, v in sizes.items():
+      if v < 1:
+        parser.error(f"--{name} must be at least 1, got {v}")
+    make_bench(out_dir, **sizes)
+    return
   with tempfile.TemporaryDirectory() as tmp:
     builder = LinesTfds(data_dir=tmp)
     builder.download_and_prepare(
