@@ -456,7 +456,14 @@ data::WorkerFn make_worker(std::shared_ptr<const WorkerSetup> setup) {
         push_example(L, src.examples[static_cast<size_t>(item.index)], setup->cache.get());
       }
       push_rng(L, Rng(data::mix_seed(setup->seed, item.seq)));
-      run_or_throw(L, 2, 1, describe(*setup, item));
+      // The visit: which epoch of its source this is, and the pipeline's seed (lib/bv/pp's
+      // `visit` argument; choice_no_replacement's rounds come from it).
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, static_cast<lua_Integer>(item.epoch));
+      lua_setfield(L, -2, "epoch");
+      lua_pushinteger(L, static_cast<lua_Integer>(setup->seed));
+      lua_setfield(L, -2, "seed");
+      run_or_throw(L, 3, 1, describe(*setup, item));
       data::Example ex = to_example(L, -1);
       lua_settop(L, top);
       return ex;

@@ -1,33 +1,46 @@
-// bv.pp_state: state that pp ops share across data worker threads (runtime/pp/unseen_pool.h).
+// bv.pp_state: what pp ops need beyond one example (runtime/pp/visits.h).
 // lib/bv/pp/ops_general.lua's choice_no_replacement calls these.
 #include <lua.hpp>
 
+#include <string>
+
 #include "lua_util.h"
-#include "pp/unseen_pool.h"
-#include "rng.h"
+#include "pp/visits.h"
 
 namespace bv::lua {
 
 namespace {
 
-// bv.pp_state.take_unseen(scope, id, n, rng) -> 1-based item in [1, n] that (scope, id) has not
-// drawn in its current round.
-int pp_take_unseen(lua_State* L) {
-  size_t scope_len = 0, id_len = 0;
-  const char* scope = luaL_checklstring(L, 1, &scope_len);
-  const char* id = luaL_checklstring(L, 2, &id_len);
-  int64_t n = check_int(L, 3);
-  Rng& rng = check_rng(L, 4);
-  int64_t item = pp::take_unseen(std::string(scope, scope_len), std::string(id, id_len), n, rng);
-  lua_pushinteger(L, item + 1);
+std::string check_string(lua_State* L, int arg) {
+  size_t len = 0;
+  const char* s = luaL_checklstring(L, arg, &len);
+  return std::string(s, len);
+}
+
+// bv.pp_state.shuffled_item(seed, scope, id, visit, n) -> 1-based item in [1, n] for the
+// example's visit (0-based): every item once per round of n visits, in a new order each round.
+int pp_shuffled_item(lua_State* L) {
+  auto seed = static_cast<uint64_t>(check_int(L, 1));
+  std::string scope = check_string(L, 2), id = check_string(L, 3);
+  int64_t visit = check_int(L, 4), n = check_int(L, 5);
+  if (n < 1)
+    raise(L, "shuffled_item: needs at least one item to choose from, got " + std::to_string(n));
+  if (visit < 0) raise(L, "shuffled_item: the visit must be >= 0, got " + std::to_string(visit));
+  lua_pushinteger(L, pp::shuffled_item(seed, scope, id, visit, n) + 1);
   return 1;
 }
 
-// bv.pp_state.forget_unseen(prefix="") -> number of (scope, id) entries dropped.
-int pp_forget_unseen(lua_State* L) {
+// bv.pp_state.count_visit(scope, id) -> how many times (scope, id) was counted before (0-based).
+int pp_count_visit(lua_State* L) {
+  lua_pushinteger(L, pp::count_visit(check_string(L, 1), check_string(L, 2)));
+  return 1;
+}
+
+// bv.pp_state.forget_visits(prefix="") -> number of (scope, id) counts dropped.
+int pp_forget_visits(lua_State* L) {
   size_t len = 0;
   const char* prefix = luaL_optlstring(L, 1, "", &len);
-  lua_pushinteger(L, pp::forget_unseen(std::string(prefix, len)));
+  lua_pushinteger(L, pp::forget_visits(std::string(prefix, len)));
   return 1;
 }
 
@@ -35,8 +48,9 @@ int pp_forget_unseen(lua_State* L) {
 
 void open_pp_state(lua_State* L) {
   static const luaL_Reg functions[] = {
-      BV_FN("take_unseen", pp_take_unseen),
-      BV_FN("forget_unseen", pp_forget_unseen),
+      BV_FN("shuffled_item", pp_shuffled_item),
+      BV_FN("count_visit", pp_count_visit),
+      BV_FN("forget_visits", pp_forget_visits),
       {nullptr, nullptr},
   };
   luaL_newlib(L, functions);

@@ -93,6 +93,7 @@ bool ItemStream::next(Item* out) {
   // Like sample_from_datasets(stop_on_empty_dataset=True): one source ending ends the mixture.
   if (!streams_[s].next(&out->index)) return false;
   out->source = static_cast<int>(s);
+  out->epoch = streams_[s].epoch();
   out->seq = seq_++;
   return true;
 }

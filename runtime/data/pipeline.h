@@ -32,6 +32,9 @@ class IndexStream {
   IndexStream(std::vector<int64_t> indices, uint64_t seed, bool shuffle, int64_t buffer_size,
               bool repeat);
   bool next(int64_t* out);  // false at the end (only when not repeating)
+  // The epoch of the index next() gave last (0 first): each index comes once per epoch, so it
+  // is also how many times that index came before.
+  int64_t epoch() const { return epoch_; }
 
  private:
   void start_epoch();
@@ -48,7 +51,8 @@ class IndexStream {
 struct Item {
   int source = 0;
   int64_t index = 0;
-  uint64_t seq = 0;  // position in the stream: fixes the example's random stream
+  uint64_t seq = 0;   // position in the stream: fixes the example's random stream
+  int64_t epoch = 0;  // its source's epoch: the example's visits before this one
 };
 
 // One stream per source, chosen per item with the (normalised) weights.

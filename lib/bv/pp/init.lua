@@ -1,45 +1,98 @@
--- bv.pp: big_vision's pre-processing mini-language.
---
--- A pp string is ops separated by '|' ("decode|resize(256)|value_range(-1, 1)"); each op is a
--- name with optional Python- or Lua-literal arguments. bv.pp.build(spec) turns it into one
--- function from an example (a table of key -> tensor, string, number or list of strings) to an
--- example. Ops come from one registry shared by the built-in ops (ops_general, ops_image,
--- ops_text, archive/randaug and proj/paligemma/ops in this folder) and by ops registered from any
--- Lua file or config:
---
---   bv.pp.register("flip_ud", function(a)
---     return function(data, rng) data.image = data.image:flip(1); return data end
---   end, "flip_ud(): flips the image upside down")
---
--- The doc string's leading signature ("name(p1, p2=default, *rest, key=None, **kw): ...") tells
--- how to bind a call's arguments, with Python's rules; the factory gets them as one table
--- (a.p1, a.p2, a.rest, ...). A doc without a signature passes the call's arguments raw
--- ({positional..., name = value}). Random ops draw only from the `rng` passed to them.
-local literal = require "bv.literal"
+--bv.pp : big_vision's pre-processing mini-language. -- --A pp string is ops separated
+              by '|'("decode|resize(256)|value_range(-1, 1)");
+each op is a-- name with optional Python - or
+    Lua -
+            literal arguments.bv.pp
+                .build(spec) turns it into one-- function from an
+            example(a table of key->tensor, string, number or list of strings) to an
+            -- example.Ops come from one registry shared by the built
+            -
+            in ops(ops_general, ops_image, --ops_text,
+                   archive / randaug and proj / paligemma / ops in this folder) and
+        by ops registered from any-- Lua file
+    or
+    config
+    : -- --bv.pp.register("flip_ud",
+                          function(a)-- return function(data, rng) data.image = data.image
+                          : flip(1);
+                          return data end-- end,
+                                 "flip_ud(): flips the image upside down")-- --The doc
+      string's leading signature ("name(p1, p2=default, *rest, key=None, **kw): ...") tells --how to
+      bind a call 's arguments, with Python' s rules;
+the factory gets them as one table--(a.p1, a.p2, a.rest, ...)
+    .A doc without a signature passes the call's arguments raw --({positional..., name = value})
+    .Random ops draw only from the `rng` passed to them;
+an op-- that must know how often it has seen an example reads the third argument, `visit` (M.build)
+                                                                                      .local
+                                                                                  literal = require
+                                                                                  "bv.literal"
 
-local M = {}
+                                                                                  local M = {}
 
-local null = literal.null
-local registry = {}      -- name -> {factory, params, doc}
-local ikok_of = setmetatable({}, {__mode = "k"})  -- factory -> InKeyOutKey defaults
+                                                                                  local
+                                                                                  null = literal
+                                                                                             .null
+                                                                                         local
+                                                                                         registry = {} --name
+                                                                                                        ->{factory,
+                                                                                                           params,
+                                                                                                           doc} local
+                                                                                                    ikok_of =
+                                                                                      setmetatable(
+                                                                                          {},
+                                                                                          {__mode =
+                                                                                               "k"})-- factory
+                                                                                          ->InKeyOutKey
+                                                                                      defaults
 
--- ---------------------------------------------------------------------------------------------
--- Parsing "name(args)" segments
+                                                                                      -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- - --Parsing
+                                                                                      "name("
+                                                                                      "args"
+                                                                                      ")" segments
 
-local function skip_ws(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
+                                                                                      local function
+                                                                                      skip_ws(
+                                                                                          s,
+                                                                                          pos) return s
+    : find("[^ \t\r\n]", pos) or #s + 1 end
 
--- A segment as error messages quote it: a snippet of at most 200 bytes (bv.snippet).
-local function shown(seg) return bv.snippet(seg) end
+                                                                                          -- A
+                                                                                          segment as
+                                                                                          error
+                                                                                          messages
+                                                                                          quote it
+    : a snippet of at most 200 bytes(bv.snippet)
+          .local function shown(seg) return bv.snippet(seg) end
 
--- Returns name, positional args, keyword args. Errors say what is wrong and quote the segment.
-function M.parse_op(seg)
-  local function fail(msg) error(string.format("pp: %s in '%s'", msg, shown(seg)), 0) end
-  local pos = skip_ws(seg, 1)
-  local name, after = seg:match("^([%a_][%w_]*[%w_.]*)()", pos)
-  if not name or name:find("%.%.") or name:sub(-1) == "." then fail("expected an op name") end
-  pos = skip_ws(seg, after)
-  local args, kwargs = {n = 0}, {}
-  if pos > #seg then return name, args, kwargs end
+      -- Returns name,
+                                                                                  positional args,
+                                                                                  keyword args
+                                                                                      .Errors say
+                                                                                  what is wrong
+                                                                                      and quote the
+                                                                                  segment.function
+                                                                                  M.parse_op(seg)
+                                                                                      local function
+                                                                                  fail(msg) error(
+                                                                                      string.format(
+                                                                                          "pp: %s "
+                                                                                          "in '%s'",
+                                                                                          msg,
+                                                                                          shown(
+                                                                                              seg)),
+                                                                                      0) end local
+                                                                                  pos = skip_ws(
+                                                                                      seg,
+                                                                                      1) local name,
+                                                                                  after = seg
+    : match("^([%a_][%w_]*[%w_.]*)()", pos) if not name
+      or
+      name : find("%.%.") or
+             name : sub(-1) == "." then
+                    fail("expected an op name") end pos = skip_ws(seg, after) local args,
+                                                                                  kwargs = {n = 0},
+{}
+if pos > #seg then return name, args, kwargs end
   if seg:sub(pos, pos) ~= "(" then
     fail("unexpected '" .. shown(seg:sub(pos)) .. "' after the op name")
   end
@@ -244,13 +297,13 @@ end
 
 -- ---------------------------------------------------------------------------------------------
 -- InKeyOutKey: ops that map one value to one value get `key`, `inkey`, `outkey` arguments.
--- `factory(args)` returns `fn(x, rng, data) -> new x`; the wrapper reads data[key or inkey]
--- and writes data[key or outkey].
+-- `factory(args)` returns `fn(x, rng, data) -> new x`;
+    the wrapper reads data[key or inkey]--and writes data[key or outkey]
+            .
 
-function M.inkeyoutkey(factory, indefault, outdefault)
-  if indefault == nil then indefault = "image" end
-  if outdefault == nil then outdefault = "image" end
-  local function wrapped(a)
+        function M.inkeyoutkey(factory, indefault, outdefault) if indefault
+        == nil then indefault = "image" end if outdefault
+                                == nil then outdefault = "image" end local function wrapped(a)
     local fn = factory(a)
     local inkey, outkey = a.key or a.inkey, a.key or a.outkey
     if inkey == nil then error("pp: this op needs key= or inkey=", 0) end
@@ -273,7 +326,7 @@ function M.missing_key(data, key)
   for k in pairs(data) do keys[#keys + 1] = tostring(k) end
   table.sort(keys)
   error(string.format("no key '%s' in the example (keys: %s)", bv.snippet(tostring(key)),
-                      #keys > 0 and bv.snippet(table.concat(keys, ", ")) or "none"), 0)
+#keys> 0 and bv.snippet(table.concat(keys, ", ")) or "none"), 0)
 end
 
 -- big_vision's maybe_repeat: a non-list (a number, string or tensor) becomes n copies.
@@ -306,8 +359,10 @@ function M.check(spec)
   for _, seg in ipairs(M.segments(spec)) do M.lookup(seg) end
 end
 
--- Returns fn(data, rng) -> data applying every op of `spec` in order. Errors while building or
--- running name the op's segment; an op may return nil to mean "the same table, changed".
+-- Returns fn(data, rng, visit) -> data applying every op of `spec` in order. Errors while building
+-- or running name the op's segment; an op may return nil to mean "the same table, changed".
+-- A data pipeline passes `visit` = {epoch = E, seed = S}: the example's visits before this one
+-- (its source's epoch) and the pipeline's seed; a call without it (the REPL) passes nil.
 function M.build(spec)
   if spec ~= nil and type(spec) ~= "string" then
     error("pp.build: expected a pp string, got " .. type(spec), 2)
@@ -328,12 +383,12 @@ function M.build(spec)
     end
     ops[i] = op
   end
-  return function(data, rng)
+  return function(data, rng, visit)
     if type(data) ~= "table" then
       error(string.format("pp: an example must be a table, got %s", type(data)), 2)
     end
     for i = 1, #ops do
-      local ok, out = pcall(ops[i], data, rng)
+      local ok, out = pcall(ops[i], data, rng, visit)
       if not ok then error(string.format("pp op '%s': %s", shown(segs[i]), tostring(out)), 0) end
       if out ~= nil then
         if type(out) ~= "table" then

@@ -1,5 +1,5 @@
 -- big_vision's general pp ops (pp/ops_general.py): value_range, labels, lookup, choice and
--- choice_no_replacement (whose memory is bv.pp_state's, runtime/pp/unseen_pool.h), dict plumbing.
+-- choice_no_replacement (whose orders are bv.pp_state's, runtime/pp/visits.h), dict plumbing.
 -- Arithmetic runs in C++ (bv.ops, runtime/pp/ops_general.cpp); this file binds arguments and
 -- moves keys. Axes given in pp strings are Python's (0-based, negative from the end), because
 -- pp strings are big_vision's language.
@@ -227,7 +227,9 @@ register("choice", function(a)
     end
     local indices
     if single then
-      indices = {rng:integer(1, count)}
+      indices = {
+rng:
+  integer(1, count)}
     else
       local want = type(n) == "table" and rng:integer(n[1], n[2]) or n
       -- A partial Fisher-Yates shuffle picks `want` distinct items; sorting keeps their order.
@@ -367,10 +369,9 @@ register("choice_no_replacement", function(a)
   if #inkeys ~= #outkeys then
     error("choice_no_replacement: inkey and outkey have different lengths", 0)
   end
-  -- Ops with the same keys share their memory of what each example has had.
+  -- The op's name in the seed of its orders (and its visit counts outside a pipeline).
   local scope = "choice_no_replacement\0" .. table.concat(inkeys, "\0")
-  return function(data, rng)
-    if not rng then error("choice_no_replacement: needs a random stream (rng)", 0) end
+  return function(data, _, visit)
     local count
     for _, k in ipairs(inkeys) do
       if data[k] == nil then pp.missing_key(data, k) end
@@ -391,7 +392,17 @@ register("choice_no_replacement", function(a)
       error(string.format("choice_no_replacement: key '%s' has no items to choose from",
                           inkeys[1]), 0)
     end
-    local index = bv.pp_state.take_unseen(scope, example_id(data), count, rng)
+    -- The k-th visit of an example gets item k % count of round k // count's order (big_vision's
+    -- _shuffled_index). In a pipeline k is the source's epoch, so the pick does not depend on
+    -- which worker ran first, and a resumed run picks as the uninterrupted one; called
+    -- directly (the REPL) it counts calls per example in this process, as big_vision does.
+    local id, k, seed = example_id(data), nil, 0
+    if visit then
+      k, seed = visit.epoch, visit.seed
+    else
+      k = bv.pp_state.count_visit(scope, id)
+    end
+    local index = bv.pp_state.shuffled_item(seed, scope, id, k, count)
     for i, k in ipairs(inkeys) do
       data[outkeys[i]:gsub("{key}", k)] = take(data[k], {index}, true)
     end
@@ -399,6 +410,8 @@ register("choice_no_replacement", function(a)
   end
 end, "choice_no_replacement(key=None, inkey=None, outkey=None): picks one item of key (the "
   .. "same for every key of a list), an example (by its _id, else id) getting every item once, "
-  .. "in a random order, before any repeats")
+  .. "in a random order, before any repeats (rounds follow the epochs of its source)")
 
-return {as_tensor = as_tensor, split_lines = split_lines}
+return {
+  as_tensor = as_tensor, split_lines = split_lines
+}
