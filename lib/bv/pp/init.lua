@@ -1,98 +1,46 @@
---bv.pp : big_vision's pre-processing mini-language. -- --A pp string is ops separated
-              by '|'("decode|resize(256)|value_range(-1, 1)");
-each op is a-- name with optional Python - or
-    Lua -
-            literal arguments.bv.pp
-                .build(spec) turns it into one-- function from an
-            example(a table of key->tensor, string, number or list of strings) to an
-            -- example.Ops come from one registry shared by the built
-            -
-            in ops(ops_general, ops_image, --ops_text,
-                   archive / randaug and proj / paligemma / ops in this folder) and
-        by ops registered from any-- Lua file
-    or
-    config
-    : -- --bv.pp.register("flip_ud",
-                          function(a)-- return function(data, rng) data.image = data.image
-                          : flip(1);
-                          return data end-- end,
-                                 "flip_ud(): flips the image upside down")-- --The doc
-      string's leading signature ("name(p1, p2=default, *rest, key=None, **kw): ...") tells --how to
-      bind a call 's arguments, with Python' s rules;
-the factory gets them as one table--(a.p1, a.p2, a.rest, ...)
-    .A doc without a signature passes the call's arguments raw --({positional..., name = value})
-    .Random ops draw only from the `rng` passed to them;
-an op-- that must know how often it has seen an example reads the third argument, `visit` (M.build)
-                                                                                      .local
-                                                                                  literal = require
-                                                                                  "bv.literal"
+-- bv.pp: big_vision's pre-processing mini-language.
+--
+-- A pp string is ops separated by '|' ("decode|resize(256)|value_range(-1, 1)"); each op is a
+-- name with optional Python- or Lua-literal arguments. bv.pp.build(spec) turns it into one
+-- function from an example (a table of key -> tensor, string, number or list of strings) to an
+-- example. Ops come from one registry shared by the built-in ops (ops_general, ops_image,
+-- ops_text, archive/randaug and proj/paligemma/ops in this folder) and by ops registered from any
+-- Lua file or config:
+--
+--   bv.pp.register("flip_ud", function(a)
+--     return function(data, rng) data.image = data.image:flip(1); return data end
+--   end, "flip_ud(): flips the image upside down")
+--
+-- The doc string's leading signature ("name(p1, p2=default, *rest, key=None, **kw): ...") tells
+-- how to bind a call's arguments, with Python's rules; the factory gets them as one table
+-- (a.p1, a.p2, a.rest, ...). A doc without a signature passes the call's arguments raw
+-- ({positional..., name = value}). Random ops draw only from the `rng` passed to them; an op
+-- that must know how often it has seen an example reads the third argument, `visit` (M.build).
+local literal = require "bv.literal"
 
-                                                                                  local M = {}
+local M = {}
 
-                                                                                  local
-                                                                                  null = literal
-                                                                                             .null
-                                                                                         local
-                                                                                         registry = {} --name
-                                                                                                        ->{factory,
-                                                                                                           params,
-                                                                                                           doc} local
-                                                                                                    ikok_of =
-                                                                                      setmetatable(
-                                                                                          {},
-                                                                                          {__mode =
-                                                                                               "k"})-- factory
-                                                                                          ->InKeyOutKey
-                                                                                      defaults
+local null = literal.null
+local registry = {}      -- name -> {factory, params, doc}
+local ikok_of = setmetatable({}, {__mode = "k"})  -- factory -> InKeyOutKey defaults
 
-                                                                                      -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- - --Parsing
-                                                                                      "name("
-                                                                                      "args"
-                                                                                      ")" segments
+-- ---------------------------------------------------------------------------------------------
+-- Parsing "name(args)" segments
 
-                                                                                      local function
-                                                                                      skip_ws(
-                                                                                          s,
-                                                                                          pos) return s
-    : find("[^ \t\r\n]", pos) or #s + 1 end
+local function skip_ws(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
 
-                                                                                          -- A
-                                                                                          segment as
-                                                                                          error
-                                                                                          messages
-                                                                                          quote it
-    : a snippet of at most 200 bytes(bv.snippet)
-          .local function shown(seg) return bv.snippet(seg) end
+-- A segment as error messages quote it: a snippet of at most 200 bytes (bv.snippet).
+local function shown(seg) return bv.snippet(seg) end
 
-      -- Returns name,
-                                                                                  positional args,
-                                                                                  keyword args
-                                                                                      .Errors say
-                                                                                  what is wrong
-                                                                                      and quote the
-                                                                                  segment.function
-                                                                                  M.parse_op(seg)
-                                                                                      local function
-                                                                                  fail(msg) error(
-                                                                                      string.format(
-                                                                                          "pp: %s "
-                                                                                          "in '%s'",
-                                                                                          msg,
-                                                                                          shown(
-                                                                                              seg)),
-                                                                                      0) end local
-                                                                                  pos = skip_ws(
-                                                                                      seg,
-                                                                                      1) local name,
-                                                                                  after = seg
-    : match("^([%a_][%w_]*[%w_.]*)()", pos) if not name
-      or
-      name : find("%.%.") or
-             name : sub(-1) == "." then
-                    fail("expected an op name") end pos = skip_ws(seg, after) local args,
-                                                                                  kwargs = {n = 0},
-{}
-if pos > #seg then return name, args, kwargs end
+-- Returns name, positional args, keyword args. Errors say what is wrong and quote the segment.
+function M.parse_op(seg)
+  local function fail(msg) error(string.format("pp: %s in '%s'", msg, shown(seg)), 0) end
+  local pos = skip_ws(seg, 1)
+  local name, after = seg:match("^([%a_][%w_]*[%w_.]*)()", pos)
+  if not name or name:find("%.%.") or name:sub(-1) == "." then fail("expected an op name") end
+  pos = skip_ws(seg, after)
+  local args, kwargs = {n = 0}, {}
+  if pos > #seg then return name, args, kwargs end
   if seg:sub(pos, pos) ~= "(" then
     fail("unexpected '" .. shown(seg:sub(pos)) .. "' after the op name")
   end
@@ -297,13 +245,13 @@ end
 
 -- ---------------------------------------------------------------------------------------------
 -- InKeyOutKey: ops that map one value to one value get `key`, `inkey`, `outkey` arguments.
--- `factory(args)` returns `fn(x, rng, data) -> new x`;
-    the wrapper reads data[key or inkey]--and writes data[key or outkey]
-            .
+-- `factory(args)` returns `fn(x, rng, data) -> new x`; the wrapper reads data[key or inkey]
+-- and writes data[key or outkey].
 
-        function M.inkeyoutkey(factory, indefault, outdefault) if indefault
-        == nil then indefault = "image" end if outdefault
-                                == nil then outdefault = "image" end local function wrapped(a)
+function M.inkeyoutkey(factory, indefault, outdefault)
+  if indefault == nil then indefault = "image" end
+  if outdefault == nil then outdefault = "image" end
+  local function wrapped(a)
     local fn = factory(a)
     local inkey, outkey = a.key or a.inkey, a.key or a.outkey
     if inkey == nil then error("pp: this op needs key= or inkey=", 0) end
@@ -326,7 +274,7 @@ function M.missing_key(data, key)
   for k in pairs(data) do keys[#keys + 1] = tostring(k) end
   table.sort(keys)
   error(string.format("no key '%s' in the example (keys: %s)", bv.snippet(tostring(key)),
-#keys> 0 and bv.snippet(table.concat(keys, ", ")) or "none"), 0)
+                      #keys > 0 and bv.snippet(table.concat(keys, ", ")) or "none"), 0)
 end
 
 -- big_vision's maybe_repeat: a non-list (a number, string or tensor) becomes n copies.

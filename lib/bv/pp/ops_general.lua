@@ -227,9 +227,7 @@ register("choice", function(a)
     end
     local indices
     if single then
-      indices = {
-rng:
-  integer(1, count)}
+      indices = {rng:integer(1, count)}
     else
       local want = type(n) == "table" and rng:integer(n[1], n[2]) or n
       -- A partial Fisher-Yates shuffle picks `want` distinct items; sorting keeps their order.
@@ -412,6 +410,4 @@ end, "choice_no_replacement(key=None, inkey=None, outkey=None): picks one item o
   .. "same for every key of a list), an example (by its _id, else id) getting every item once, "
   .. "in a random order, before any repeats (rounds follow the epochs of its source)")
 
-return {
-  as_tensor = as_tensor, split_lines = split_lines
-}
+return {as_tensor = as_tensor, split_lines = split_lines}
