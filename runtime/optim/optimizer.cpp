@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/quote.h"
@@ -66,6 +67,26 @@ void match_layout(NamedTensors& state, const at::Tensor& p) {
   }
 }
 
+// Makes `state` fit for LeafTransform::update's in-place ops: on `p`'s device (a state loaded
+// from a checkpoint arrives on the host), in its layout, and held by nobody else. A tensor that
+// state() handed out and that is still held (a checkpoint being written, a test's copy) must
+// not change, so it is replaced by a copy first, once.
+void own_state(NamedTensors& state, const at::Tensor& p) {
+  match_layout(state, p);
+  for (auto& [name, s] : state) {
+    if (s.device() != p.device()) {
+      s = s.to(p.device());
+    } else if (s.use_count() > 1 || s.storage().use_count() > 1) {
+      s = s.clone();
+    }
+  }
+}
+
+// The multi-tensor ops of an update go over at most this many elements at once: their
+// temporaries (a few per optimizer) are as large, and a few large ops cost no more launches
+// than one. 2^24 float32 elements are 64 MiB.
+constexpr int64_t kChunkElements = int64_t{1} << 24;
+
 }  // namespace
 
 struct Optimizer::Impl {
@@ -82,6 +103,7 @@ struct Optimizer::Impl {
   std::map<std::string, size_t> index;
   std::vector<Schedule> schedules;
   std::unique_ptr<LeafTransform> transform;
+  bool reference = false;  // config._reference_update: LeafTransform::reference_update, per leaf
   double lr = 0;
   std::optional<double> clip_norm;
   int64_t count = 0;
@@ -198,6 +220,9 @@ Optimizer::Optimizer(const json& config,
   BV_CHECK(has_value(config, "optax_name"), "config has no 'optax_name' (the optimizer)");
   std::string name = get_string(config, "optax_name", "", "config");
   m.transform = make_transform(name, config.contains("optax") ? config.at("optax") : json());
+  // Not a big_vision key (a training config cannot set it): tests and scripts/bench_optim.lua
+  // compare the fused update with the plain one.
+  m.reference = get_bool(config, "_reference_update", false, "config");
 
   BV_CHECK(has_value(config, "lr"), "config has no 'lr' (the learning rate)");
   m.lr = get_number(config, "lr", 0, "config");
@@ -314,26 +339,98 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
   for (size_t s = 0; s < sched.size(); ++s) sched[s] = m.schedules[s](m.count);
 
   std::vector<at::Tensor> updates, all_params;
-  for (size_t i = 0; i < m.leaves.size(); ++i) {
-    auto& leaf = m.leaves[i];
-    at::Tensor& p = params.at(leaf.name);
-    if (leaf.schedule >= 0 && leaf.owned) {
-      at::Tensor gi = g[i];
-      if (m.clip_norm) {
-        // optax.clip_by_global_norm: g / ||g|| * c once ||g|| reaches c.
-        gi = at::where(grad_norm < *m.clip_norm, gi, gi / grad_norm * *m.clip_norm);
+  if (m.reference) {
+    for (size_t i = 0; i < m.leaves.size(); ++i) {
+      auto& leaf = m.leaves[i];
+      at::Tensor& p = params.at(leaf.name);
+      if (leaf.schedule >= 0 && leaf.owned) {
+        at::Tensor gi = g[i];
+        if (m.clip_norm) {
+          // optax.clip_by_global_norm: g / ||g|| * c once ||g|| reaches c.
+          gi = at::where(grad_norm < *m.clip_norm, gi, gi / grad_norm * *m.clip_norm);
+        }
+        // Δθ = -sched(k) * (lr * lr_mult * opt(g) + wd * wd_mult * θ), in optax's chain order.
+        // The scalars are folded first, so that the update is one or two passes over memory.
+        match_layout(leaf.state, p);
+        at::Tensor u = m.transform->reference_update(gi, leaf.state, m.count);
+        double k = static_cast<double>(sched[leaf.schedule]);
+        double lr = m.lr * (leaf.lr_mult ? *leaf.lr_mult : 1.0);
+        u = leaf.wd ? at::mul(p, -k * *leaf.wd).add_(u, -k * lr) : at::mul(u, -k * lr);
+        p.add_(u);
+        if (m.counted(leaf)) updates.push_back(u);
       }
-      // Δθ = -sched(k) * (lr * lr_mult * opt(g) + wd * wd_mult * θ), in optax's chain order.
-      // The scalars are folded first, so that the update is one or two passes over memory.
-      match_layout(leaf.state, p);
-      at::Tensor u = m.transform->update(gi, leaf.state, m.count);
-      double k = static_cast<double>(sched[leaf.schedule]);
-      double lr = m.lr * (leaf.lr_mult ? *leaf.lr_mult : 1.0);
-      u = leaf.wd ? at::mul(p, -k * *leaf.wd).add_(u, -k * lr) : at::mul(u, -k * lr);
-      p.add_(u);
-      if (m.counted(leaf)) updates.push_back(u);
+      if (m.counted(leaf)) all_params.push_back(p);  // frozen ones stay exactly as they were
     }
-    if (m.counted(leaf)) all_params.push_back(p);  // frozen ones stay exactly as they were
+  } else {
+    // The same arithmetic as above, element for element, with multi-tensor ops over chunks of
+    // leaves and the state changed in place.
+    std::vector<size_t> live;  // the leaves updated here
+    for (size_t i = 0; i < m.leaves.size(); ++i) {
+      const auto& leaf = m.leaves[i];
+      if (leaf.schedule >= 0 && leaf.owned) live.push_back(i);
+      if (m.counted(leaf)) all_params.push_back(params.at(leaf.name));
+    }
+    at::Tensor unclipped;
+    if (m.clip_norm) unclipped = grad_norm < *m.clip_norm;
+    for (size_t start = 0; start < live.size();) {
+      size_t end = start;
+      int64_t elements = 0;
+      while (end < live.size() && (end == start || elements < kChunkElements)) {
+        elements += g[live[end++]].numel();
+      }
+      std::vector<at::Tensor> ps, gs;
+      std::vector<NamedTensors*> states;
+      for (size_t j = start; j < end; ++j) {
+        auto& leaf = m.leaves[live[j]];
+        ps.push_back(params.at(leaf.name));
+        gs.push_back(g[live[j]]);
+        own_state(leaf.state, ps.back());
+        states.push_back(&leaf.state);
+      }
+      if (m.clip_norm) {
+        std::vector<at::Tensor> clipped = at::_foreach_div(gs, grad_norm);
+        at::_foreach_mul_(clipped, *m.clip_norm);
+        for (size_t j = 0; j < gs.size(); ++j) {
+          at::where_out(clipped[j], unclipped, gs[j], clipped[j]);
+        }
+        gs = std::move(clipped);
+      }
+      std::vector<at::Tensor> us = m.transform->update(gs, states, m.count);
+      gs.clear();
+      // Leaves with the same scalars (schedule, lr_mult, weight decay) share each op.
+      std::map<std::tuple<bool, double, double>, std::vector<size_t>> groups;
+      for (size_t j = start; j < end; ++j) {
+        const auto& leaf = m.leaves[live[j]];
+        double k = static_cast<double>(sched[leaf.schedule]);
+        double lr = m.lr * (leaf.lr_mult ? *leaf.lr_mult : 1.0);
+        groups[{leaf.wd.has_value(), -k * lr, leaf.wd ? -k * *leaf.wd : 0.0}].push_back(j - start);
+      }
+      std::vector<at::Tensor> deltas(us.size());
+      for (const auto& [key, members] : groups) {
+        auto [decays, lr_scale, wd_scale] = key;
+        std::vector<at::Tensor> u, p;
+        for (size_t j : members) {
+          u.push_back(us[j]);
+          p.push_back(ps[j]);
+        }
+        std::vector<at::Tensor> d;
+        if (decays) {
+          d = at::_foreach_mul(p, wd_scale);
+          at::_foreach_add_(d, u, lr_scale);
+        } else {
+          d = at::_foreach_mul(u, lr_scale);
+        }
+        for (size_t n = 0; n < members.size(); ++n) deltas[members[n]] = std::move(d[n]);
+      }
+      us.clear();
+      at::_foreach_add_(ps, deltas);
+      if (all_norms) {
+        for (size_t j = start; j < end; ++j) {
+          if (m.counted(m.leaves[live[j]])) updates.push_back(deltas[j - start]);
+        }
+      }
+      start = end;
+    }
   }
   ++m.count;
 

@@ -74,10 +74,13 @@ class Optimizer {
   ~Optimizer();
 
   // One update: params (name -> tensor, changed in place) from grads (name -> tensor; frozen
-  // parameters may be missing). Increments count(). The norms only with `all_norms` (else NaN):
-  // reading them is a host sync, each is a pass over every parameter, and a trainer needs them
-  // at log steps only (clipping computes l2_grads on the device at every step). With sharded
-  // state, parameters owned elsewhere are left as they are and l2_updates covers the owned ones.
+  // parameters may be missing; never changed). Increments count(). Multi-tensor ops
+  // (at::_foreach_*) over chunks of parameters, the same arithmetic as config._reference_update's
+  // plain per-parameter ops, element for element (the same bits on the CPU). The norms only with
+  // `all_norms` (else NaN): reading them is a host sync, each is a pass over every parameter, and a
+  // trainer needs them at log steps only (clipping computes l2_grads on the device at every step).
+  // With sharded state, parameters owned elsewhere are left as they are and l2_updates covers the
+  // owned ones.
   UpdateMetrics update(std::map<std::string, at::Tensor>& params,
                        const std::map<std::string, at::Tensor>& grads, bool all_norms = true);
 
@@ -91,7 +94,9 @@ class Optimizer {
   // Optimizer state for checkpoints ("count" plus per-parameter tensors such as
   // "<param>/mu"), and back. load_state checks names and shapes and names what differs. With
   // sharded state, state() holds the owned tensors and load_state takes a full state (or any
-  // superset of the owned part) and keeps what it owns.
+  // superset of the owned part) and keeps what it owns. Updates change the state in place, but
+  // never a tensor state() handed out that is still held (or a view of it): that one is copied
+  // first, so what state() returned stays as it was.
   NamedTensors state() const;
   void load_state(const NamedTensors& state);
   // One tensor of such a state, copied in place into this process's (on its device, in its

@@ -50,12 +50,24 @@ at::Tensor on(const at::Tensor& state, const at::Tensor& like) {
   return state.device() == like.device() ? state : state.to(like.device());
 }
 
+// Field `k` of every state, as a list for the multi-tensor ops (the same tensors, not copies).
+std::vector<at::Tensor> field(const std::vector<NamedTensors*>& states, size_t k) {
+  std::vector<at::Tensor> out;
+  out.reserve(states.size());
+  for (const NamedTensors* s : states) out.push_back((*s)[k].second);
+  return out;
+}
+
 // optax.scale(step_size): u = step_size * g.
 class Scale : public LeafTransform {
  public:
   explicit Scale(double step_size) : step_size_(step_size) {}
   NamedTensors init(const std::vector<int64_t>&, c10::Device) const override { return {}; }
-  at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override {
+  std::vector<at::Tensor> update(const std::vector<at::Tensor>& gs,
+                                 const std::vector<NamedTensors*>&, int64_t) const override {
+    return at::_foreach_mul(gs, step_size_);
+  }
+  at::Tensor reference_update(const at::Tensor& g, NamedTensors&, int64_t) const override {
     return g * step_size_;
   }
 
@@ -67,7 +79,13 @@ class Scale : public LeafTransform {
 class Identity : public LeafTransform {
  public:
   NamedTensors init(const std::vector<int64_t>&, c10::Device) const override { return {}; }
-  at::Tensor update(const at::Tensor& g, NamedTensors&, int64_t) const override { return g; }
+  std::vector<at::Tensor> update(const std::vector<at::Tensor>& gs,
+                                 const std::vector<NamedTensors*>&, int64_t) const override {
+    return gs;
+  }
+  at::Tensor reference_update(const at::Tensor& g, NamedTensors&, int64_t) const override {
+    return g;
+  }
 };
 
 // big_vision.momentum_hp = optax.trace: t = g + m*t, kept in `dtype`. As in jnp, m*t is computed
@@ -80,7 +98,24 @@ class Trace : public LeafTransform {
   NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const override {
     return {{"trace", zeros(shape, device, dtype_)}};
   }
-  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t) const override {
+  std::vector<at::Tensor> update(const std::vector<at::Tensor>& gs,
+                                 const std::vector<NamedTensors*>& states, int64_t) const override {
+    std::vector<at::Tensor> trace = field(states, 0);
+    at::_foreach_mul_(trace, m_acc_);  // m*t in the trace's dtype, as the reference
+    std::vector<at::Tensor> t;         // the float32 t = g + m*t
+    if (dtype_ == at::kFloat) {
+      at::_foreach_add_(trace, gs);  // m*t + g: the same sum
+      t = trace;
+    } else {
+      t = at::_foreach_add(gs, trace);
+      at::_foreach_copy_(trace, t);  // rounded to the trace's dtype, as .to() rounds
+    }
+    if (!nesterov_) return t;
+    std::vector<at::Tensor> u = at::_foreach_mul(t, m_);
+    at::_foreach_add_(u, gs);  // t*m + g
+    return u;
+  }
+  at::Tensor reference_update(const at::Tensor& g, NamedTensors& state, int64_t) const override {
     at::Tensor t = g + on(state[0].second, g) * m_acc_;
     at::Tensor u = nesterov_ ? g + t * m_ : t;
     state[0].second = t.to(dtype_);
@@ -103,7 +138,49 @@ class Adam : public LeafTransform {
   NamedTensors init(const std::vector<int64_t>& shape, c10::Device device) const override {
     return {{"mu", zeros(shape, device, mu_dtype_)}, {"nu", zeros(shape, device)}};
   }
-  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const override {
+  std::vector<at::Tensor> update(const std::vector<at::Tensor>& gs,
+                                 const std::vector<NamedTensors*>& states,
+                                 int64_t count) const override {
+    std::vector<at::Tensor> mu = field(states, 0), nu = field(states, 1);
+    // mu = (1-b1) g + b1 mu (b1*mu in mu's dtype); `mu32` is it in float32, before mu is stored.
+    at::_foreach_mul_(mu, b1_acc_);
+    std::vector<at::Tensor> mu32 = at::_foreach_mul(gs, 1 - b1_);
+    if (mu_dtype_ == at::kFloat) {
+      at::_foreach_add_(mu, mu32);
+      mu32 = mu;
+    } else {
+      at::_foreach_add_(mu32, mu);
+      at::_foreach_copy_(mu, mu32);
+    }
+    // nu = (1-b2) g² + b2 nu.
+    at::_foreach_mul_(nu, b2_);
+    {
+      std::vector<at::Tensor> g2 = at::_foreach_mul(gs, gs);
+      at::_foreach_mul_(g2, 1 - b2_);
+      at::_foreach_add_(nu, g2);
+    }
+    int64_t c = count + 1;
+    std::vector<at::Tensor> u;  // mu_hat, then the update
+    if (nesterov_) {
+      u = at::_foreach_div(mu32, correction(b1_, c + 1));
+      at::_foreach_mul_(u, b1_);
+      std::vector<at::Tensor> g_hat = at::_foreach_div(gs, correction(b1_, c));
+      at::_foreach_mul_(g_hat, 1 - b1_);
+      at::_foreach_add_(u, g_hat);
+    } else {
+      u = at::_foreach_div(mu32, correction(b1_, c));
+    }
+    mu32.clear();
+    std::vector<at::Tensor> denom = at::_foreach_div(nu, correction(b2_, c));
+    // x + 0 is x for every x but -0, and nu / c2 is never -0 (a sum of +0 or positive terms).
+    if (eps_root_ != 0) at::_foreach_add_(denom, eps_root_);
+    at::_foreach_sqrt_(denom);
+    at::_foreach_add_(denom, eps_);
+    at::_foreach_div_(u, denom);
+    return u;
+  }
+  at::Tensor reference_update(const at::Tensor& g, NamedTensors& state,
+                              int64_t count) const override {
     at::Tensor mu = g * (1 - b1_) + on(state[0].second, g) * b1_acc_;
     at::Tensor nu = g * g * (1 - b2_) + on(state[1].second, g) * b2_;
     int64_t c = count + 1;
@@ -156,12 +233,54 @@ class Adafactor : public LeafTransform {
     return s;
   }
 
-  at::Tensor update(const at::Tensor& g, NamedTensors& state, int64_t count) const override {
-    // float32 throughout, as jnp computes t = float32(k) + 1 and the power.
-    float t = static_cast<float>(count - static_cast<int64_t>(o_.decay_offset)) + 1.0f;
-    float beta2 = std::min(static_cast<float>(o_.beta2_cap),
-                           1.0f - std::pow(t, -static_cast<float>(o_.decay_rate)));
-    double keep = beta2, take = 1.0f - beta2;
+  std::vector<at::Tensor> update(const std::vector<at::Tensor>& gs,
+                                 const std::vector<NamedTensors*>& states,
+                                 int64_t count) const override {
+    auto [keep, take] = decay(count);
+    std::vector<at::Tensor> us(gs.size());
+    for (size_t i = 0; i < gs.size(); ++i) {
+      const at::Tensor& g = gs[i];
+      NamedTensors& state = *states[i];
+      auto [d1, d0] = factored_dims(g.sizes().vec(), o_.min_dim_size_to_factor);
+      at::Tensor g2 = g * g;
+      g2.add_(o_.eps);
+      if (d0 >= 0) {
+        // row = keep*row + take*mean(g2), and col the same: each product rounded, then the sum.
+        at::Tensor& row = state[0].second;
+        at::Tensor& col = state[1].second;
+        at::Tensor row_mean = g2.mean(d0), col_mean = g2.mean(d1);
+        row.mul_(keep).add_(row_mean.mul_(take));
+        col.mul_(keep).add_(col_mean.mul_(take));
+        int64_t reduced_d1 = d1 > d0 ? d1 - 1 : d1;
+        at::Tensor row_factor = (row / row.mean(reduced_d1, /*keepdim=*/true)).rsqrt();
+        us[i] = at::mul_out(g2, g, row_factor.unsqueeze(d0));  // g2 is spent: its memory
+        us[i].mul_(col.rsqrt().unsqueeze(d1));
+      } else {
+        at::Tensor& v = state[2].second;
+        v.mul_(keep).add_(g2.mul_(take));
+        us[i] = at::rsqrt_out(g2, v).mul_(g);  // rsqrt(v) * g: the same product as g * rsqrt(v)
+      }
+      if (o_.clipping_threshold) {
+        us[i].div_(at::clamp_min(us[i].square().mean().sqrt() / *o_.clipping_threshold, 1.0));
+      }
+    }
+    if (!o_.momentum) return us;
+    // ema = (1-m) u + m ema (m*ema in the EMA's dtype); the update is the float32 ema.
+    std::vector<at::Tensor> ema = field(states, 3);
+    at::_foreach_mul_(ema, m_acc_);
+    at::_foreach_mul_(us, 1 - *o_.momentum);
+    if (o_.dtype_momentum == at::kFloat) {
+      at::_foreach_add_(ema, us);
+      return ema;
+    }
+    at::_foreach_add_(us, ema);
+    at::_foreach_copy_(ema, us);
+    return us;
+  }
+
+  at::Tensor reference_update(const at::Tensor& g, NamedTensors& state,
+                              int64_t count) const override {
+    auto [keep, take] = decay(count);
     auto [d1, d0] = factored_dims(g.sizes().vec(), o_.min_dim_size_to_factor);
     at::Tensor g2 = g * g + o_.eps;
     at::Tensor u;
@@ -201,6 +320,14 @@ class Adafactor : public LeafTransform {
   }
 
  private:
+  // (beta2, 1 - beta2) at update `count`: float32 throughout, as jnp computes t = float32(k) + 1
+  // and the power.
+  std::pair<double, double> decay(int64_t count) const {
+    float t = static_cast<float>(count - static_cast<int64_t>(o_.decay_offset)) + 1.0f;
+    float beta2 = std::min(static_cast<float>(o_.beta2_cap),
+                           1.0f - std::pow(t, -static_cast<float>(o_.decay_rate)));
+    return {beta2, 1.0f - beta2};
+  }
   static std::vector<int64_t> without(std::vector<int64_t> shape, int axis) {
     shape.erase(shape.begin() + axis);
     return shape;

@@ -795,6 +795,163 @@ TEST_CASE("state() and load_state() continue identically", "[optim]") {
   CHECK(b.count() == 5);  // a failed load changes nothing
 }
 
+// ---- the fused update against the reference ----------------------------------------------
+
+namespace {
+
+// Parameters of several kinds: a factored kernel kept transposed (BiT's layout: the state takes
+// its strides), a layer stack, vectors, a scalar, a frozen one and one with a bf16 gradient.
+Tensors mixed_params() {
+  at::manual_seed(7);
+  return {{"enc/kernel", at::randn({48, 40}).t()},
+          {"enc/bias", at::randn({40})},
+          {"stack/kernel", at::randn({3, 40, 36})},
+          {"head/kernel", at::randn({40, 5})},
+          {"head/bias", at::zeros({5})},
+          {"norm/scale", at::ones({})},
+          {"emb/kernel", at::randn({7, 32})},
+          {"frozen/kernel", at::randn({4, 4})}};
+}
+
+// Gradients for step `step`: their global norm grows with the step, so that grad_clip_norm 3
+// clips some steps and not others.
+Tensors mixed_grads(const Tensors& params, int step) {
+  at::manual_seed(100 + step);
+  Tensors out;
+  for (const auto& [name, p] : params) {
+    out[name] = at::randn(p.sizes()) * (0.02 * (step + 1));
+    if (name == "emb/kernel") out[name] = out[name].to(at::kBFloat16);
+  }
+  return out;
+}
+
+// Runs `config` with the fused update and with the reference (config._reference_update) side by
+// side for 5 steps and checks that parameters, state and norms agree bit for bit.
+void check_same_as_reference(json config) {
+  config["schedule"] = pairs({{"frozen/.*", nullptr},
+                              {".*/kernel", {{"decay_type", "cosine"}, {"warmup_steps", 1}}},
+                              {".*", {{"decay_type", "linear"}, {"mult", 0.5}}}});
+  json ref_config = config;
+  ref_config["_reference_update"] = true;
+  Tensors pa = mixed_params(), pb = clone(pa);
+  optim::Optimizer a(config, shapes_of(pa), steps_ctx(6)),
+      b(ref_config, shapes_of(pb), steps_ctx(6));
+  for (int step = 0; step < 5; ++step) {
+    INFO("step " << step);
+    Tensors g = mixed_grads(pa, step);
+    optim::UpdateMetrics ma = a.update(pa, g, /*all_norms=*/step != 2);
+    optim::UpdateMetrics mb = b.update(pb, g, step != 2);
+    if (step != 2) {
+      CHECK(ma.l2_grads == mb.l2_grads);
+      CHECK(ma.l2_updates == mb.l2_updates);
+      CHECK(ma.l2_params == mb.l2_params);
+    }
+    for (const auto& [name, p] : pa) {
+      INFO(name);
+      CHECK(at::equal(p, pb.at(name)));
+    }
+    auto sa = state_map(a), sb = state_map(b);
+    REQUIRE(sa.size() == sb.size());
+    for (const auto& [name, t] : sa) {
+      INFO(name);
+      CHECK(t.scalar_type() == sb.at(name).scalar_type());
+      CHECK(at::equal(t, sb.at(name)));
+    }
+  }
+  CHECK_FALSE(at::equal(pa.at("enc/kernel"), mixed_params().at("enc/kernel")));
+  CHECK(at::equal(pa.at("frozen/kernel"), mixed_params().at("frozen/kernel")));
+}
+
+}  // namespace
+
+TEST_CASE("fused update: adam equals the reference bit for bit", "[optim]") {
+  json base = {{"lr", 0.01}, {"wd", 1e-2}, {"optax_name", "scale_by_adam"}};
+  SECTION("defaults") { check_same_as_reference(base); }
+  SECTION("clipping, lr_mults, wd_mults") {
+    json c = base;
+    c["grad_clip_norm"] = 3.0;
+    c["lr_mults"] = pairs({{"head/.*", 0.1}});
+    c["wd_mults"] = pairs({{".*/kernel", 1.0}, {"norm/.*", 0.5}});
+    check_same_as_reference(c);
+  }
+  SECTION("bfloat16 mu, nesterov, eps_root") {
+    json c = base;
+    c["optax"] = {{"mu_dtype", "bfloat16"}, {"nesterov", true}, {"eps_root", 1e-9}};
+    check_same_as_reference(c);
+  }
+}
+
+TEST_CASE("fused update: adafactor equals the reference bit for bit", "[optim]") {
+  json base = {{"lr", 0.01}, {"wd", 1e-3}, {"optax_name", "big_vision.scale_by_adafactor"}};
+  SECTION("defaults (bf16 momentum), clipping") {
+    json c = base;
+    c["grad_clip_norm"] = 3.0;
+    check_same_as_reference(c);
+  }
+  SECTION("no momentum, block clipping, decay_rate") {
+    json c = base;
+    c["optax"] = {{"momentum", nullptr}, {"clipping_threshold", 1.0}, {"decay_rate", 0.7}};
+    check_same_as_reference(c);
+  }
+  SECTION("float32 momentum, small factoring threshold") {
+    json c = base;
+    c["optax"] = {{"dtype_momentum", "float32"}, {"min_dim_size_to_factor", 4}};
+    check_same_as_reference(c);
+  }
+}
+
+TEST_CASE("fused update: momentum_hp, sgd and scale equal the reference bit for bit", "[optim]") {
+  json momentum = {{"lr", 0.1}, {"wd", 1e-3}, {"optax_name", "big_vision.momentum_hp"}};
+  SECTION("bf16 trace") { check_same_as_reference(momentum); }
+  SECTION("bf16 trace, nesterov, clipping") {
+    json c = momentum;
+    c["optax"] = {{"nesterov", true}};
+    c["grad_clip_norm"] = 3.0;
+    check_same_as_reference(c);
+  }
+  SECTION("float32 trace, nesterov") {
+    json c = momentum;
+    c["optax"] = {{"nesterov", true}, {"dtype", "float32"}};
+    check_same_as_reference(c);
+  }
+  SECTION("float32 trace") {
+    json c = momentum;
+    c["optax"] = {{"dtype", nullptr}};
+    check_same_as_reference(c);
+  }
+  SECTION("sgd") { check_same_as_reference({{"lr", 0.1}, {"optax_name", "big_vision.sgd"}}); }
+  SECTION("scale, weight decay") {
+    check_same_as_reference(
+        {{"lr", 0.1}, {"wd", 0.1}, {"optax_name", "scale"}, {"optax", {{"step_size", 0.5}}}});
+  }
+}
+
+TEST_CASE("fused update: state in place, a state() tensor still held is copied first", "[optim]") {
+  json config = {{"lr", 0.01}, {"optax_name", "scale_by_adam"}};
+  Tensors params = {{"w", at::zeros({4})}};
+  Tensors grads = {{"w", at::ones({4})}};
+  optim::Optimizer opt(config, shapes_of(params), steps_ctx(10));
+  opt.update(params, grads);
+  const void* mu = state_map(opt).at("w/mu").data_ptr();  // (state_map's copy is gone again)
+  opt.update(params, grads);
+  CHECK(state_map(opt).at("w/mu").data_ptr() == mu);  // updated where it was
+  optim::NamedTensors held = opt.state();
+  at::Tensor mu_before = state_map(opt).at("w/mu").clone();
+  opt.update(params, grads);
+  at::Tensor held_mu;
+  for (const auto& [name, t] : held) {
+    if (name == "w/mu") held_mu = t;
+  }
+  CHECK(at::equal(held_mu, mu_before));  // what state() handed out did not change
+  CHECK(held_mu.data_ptr() == mu);
+  CHECK(state_map(opt).at("w/mu").data_ptr() != mu);
+  // A view of it counts as held too.
+  at::Tensor view = state_map(opt).at("w/nu").narrow(0, 1, 2);
+  at::Tensor view_before = view.clone();
+  opt.update(params, grads);
+  CHECK(at::equal(view, view_before));
+}
+
 TEST_CASE("optimizer configs: errors name the culprit", "[optim]") {
   Shapes shapes = {{"a/kernel", {2}}};
   json ok = {{"lr", 0.1}, {"optax_name", "scale_by_adam"}};
