@@ -2,7 +2,7 @@
 -- scripts/bench_results/README.md comes from here: each side measured in its own process, the sides
 -- alternating ROUNDS times and compared by their medians, printed as tables and written as JSON.
 --   bvlua run scripts/bench.lua [SECTION...] [--json FILE] [--compare OLD.json] [--rounds N]
--- SECTIONs (default: all but sharding):
+-- SECTIONs (default: all but sharding and optim):
 --   gemm      the machine's peak as libtorch reaches it: a 2048^3 matmul, float32 and bfloat16
 --   train     a training step of each model (MODELS) against PyTorch eager and torch.compile on
 --             the same wheel and threads, float32 and bf16 autocast (MODES); GFLOP/s from the
@@ -15,6 +15,8 @@
 --   startup   `bvlua --version`, and `bvlua train configs/bit_lines.lua:quick` from its start
 --             to the end of its first training step (its data drawn beforehand)
 --   sharding  scripts/bench_sharding.lua's three strategies in 2 processes
+--   optim     one optimizer update of the tiny PaliGemma's and ViT-B/16's parameters, the fused
+--             update against the plain per-parameter one it replaced (OPTIM_CASES)
 -- Environment: MODELS ("bit26:224:32:2 ..." as model:res:batch:steps), MODES ("train bf16"),
 -- COMPILE=0 (no torch.compile sides: their compiles take minutes), COMPILE_ROUNDS (how many of
 -- the rounds run the compiled sides too; default all), BENCH_DIR (the JPEGs), BENCH_TFDS_DIR (where
@@ -416,6 +418,48 @@ function SECTIONS.sharding()
   end
 end
 
+-- The optimizer update alone (scripts/bench_optim.lua): bvlua's fused update against the plain
+-- per-parameter one it replaced (config._reference_update), on each model's whole parameter set;
+-- OPTIM_CASES ("pg_tiny:adam:20 ..." as model:optimizer:updates) picks them.
+function SECTIONS.optim()
+  print(string.format("\noptim: ms per update (median of %d), reference (the plain per-parameter "
+                      .. "ops) -> fused; calls = op calls bvlua makes, allocs = new tensors, "
+                      .. "flt = minor page faults, per update", rounds))
+  print(string.format("%-8s %-9s %9s | %8s %8s %6s | %11s %10s %10s %11s %9s", "model",
+                      "optimizer", "params", "ref ms", "fused ms", "x", "calls", "mul", "div",
+                      "allocs", "flt"))
+  result.optim = {}
+  for _, c in ipairs(words(os.getenv("OPTIM_CASES") or "pg_tiny:adam:20 pg_tiny:adafactor:20 "
+                           .. "pg_tiny:momentum:20 pg_tiny:sgd:20 vitb16:adam:3 vitb16:adafactor:3")) do
+    local model, opt, n = c:match("^([%w_]+):(%w+):(%d+)$")
+    if not model then error("bench: OPTIM_CASES entry '" .. c .. "' is not model:optimizer:n", 0) end
+    local function run(impl, what)
+      return sh(string.format("%s --threads %d run scripts/bench_optim.lua %s %s %s %s", BVLUA,
+                              THREADS, model, opt, impl, what))
+    end
+    local row = {model = model, optimizer = opt, updates = tonumber(n)}
+    local ms, flt = {reference = {}, fused = {}}, {reference = {}, fused = {}}
+    for _ = 1, rounds do
+      for _, impl in ipairs({"reference", "fused"}) do
+        local w = words(run(impl, n))
+        table.insert(ms[impl], 1e3 / tonumber(w[1]))
+        table.insert(flt[impl], tonumber(w[2]))
+      end
+    end
+    for _, impl in ipairs({"reference", "fused"}) do
+      row[impl] = json.decode(run(impl, "count"))
+      row[impl].ms, row[impl].faults = median(ms[impl]), median(flt[impl])
+    end
+    row.x = row.reference.ms / row.fused.ms
+    result.optim[#result.optim + 1] = row
+    local r, f = row.reference, row.fused
+    local function two(key) return string.format("%d>%d", r[key], f[key]) end
+    print(string.format("%-8s %-9s %8.1fM | %8.1f %8.1f %5.2fx | %11s %10s %10s %11s %9s", model,
+                        opt, r.elements / 1e6, r.ms, f.ms, row.x, two("calls"), two("mul"),
+                        two("div"), two("allocs"), two("faults")))
+  end
+end
+
 -- The bvlua numbers of this run over an earlier run's (--compare), by the same keys.
 local function compare(old)
   print(string.format("\nagainst %s (%s, commit %s): new / old, bvlua's own numbers", compare_path,
@@ -463,7 +507,7 @@ end
 for _, name in ipairs(sections) do
   if not SECTIONS[name] then
     error("bench: unknown section '" .. name .. "' (gemm, train, eval, paligemma, pp, tfds, "
-          .. "startup, sharding)", 0)
+          .. "startup, sharding, optim)", 0)
   end
 end
 io.stdout:setvbuf("line")
