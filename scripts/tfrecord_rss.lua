@@ -2,7 +2,10 @@
 -- megabytes of TFRecord shards (records of a 100 KB bytes feature and a label) into DIR; `read`,
 -- in a fresh process, reads them all through bv.data.inference and prints its peak RSS
 -- (getrusage's ru_maxrss) before and after. The reader keeps 16 bytes a record and reads each
--- record when a worker processes it, so the peak follows the batches in flight, not the data.
+-- record when a worker processes it, so the peak follows the batches in flight, not the data:
+-- about +60 MB with the defaults below whether 200 or 400 MB are read (2 cores; the batches in
+-- flight hold about 26 MB), where jemalloc's default lg_extent_max_active_fit made it +370 and
+-- +720 MB (bindings/malloc_conf.cpp says why). tests/cli/tfrecord_memory_test.sh runs it.
 --   build/bvlua run scripts/tfrecord_rss.lua write [MB=200] [DIR=/tmp/bv_tfrecord_rss]
 --   build/bvlua run scripts/tfrecord_rss.lua read [DIR] [BATCH=64] [WORKERS=4]
 local mode = arg and arg[1]
