@@ -422,12 +422,12 @@ end
 -- per-parameter one it replaced (config._reference_update), on each model's whole parameter set;
 -- OPTIM_CASES ("pg_tiny:adam:20 ..." as model:optimizer:updates) picks them.
 function SECTIONS.optim()
-  print(string.format("\noptim: ms per update (median of %d), reference (the plain per-parameter "
-                      .. "ops) -> fused; calls = op calls bvlua makes, allocs = new tensors, "
-                      .. "flt = minor page faults, per update", rounds))
-  print(string.format("%-8s %-9s %9s | %8s %8s %6s | %11s %10s %10s %11s %9s", "model",
-                      "optimizer", "params", "ref ms", "fused ms", "x", "calls", "mul", "div",
-                      "allocs", "flt"))
+  print(string.format("\noptim: ms per update (median of %d; cpu: the process's CPU time), "
+                      .. "reference (the plain per-parameter ops) -> fused; calls = op calls bvlua "
+                      .. "makes, allocs = new tensors, flt = minor page faults, per update", rounds))
+  print(string.format("%-8s %-9s %6s | %7s %7s %5s | %7s %7s %5s | %10s %8s %7s %9s %7s", "model",
+                      "optimizer", "params", "ref ms", "fused", "x", "ref cpu", "fused", "x",
+                      "calls", "mul", "div", "allocs", "flt"))
   result.optim = {}
   for _, c in ipairs(words(os.getenv("OPTIM_CASES") or "pg_tiny:adam:20 pg_tiny:adafactor:20 "
                            .. "pg_tiny:momentum:20 pg_tiny:sgd:20 vitb16:adam:3 vitb16:adafactor:3")) do
@@ -438,25 +438,31 @@ function SECTIONS.optim()
                               THREADS, model, opt, impl, what))
     end
     local row = {model = model, optimizer = opt, updates = tonumber(n)}
-    local ms, flt = {reference = {}, fused = {}}, {reference = {}, fused = {}}
+    local runs = {reference = {}, fused = {}}
     for _ = 1, rounds do
       for _, impl in ipairs({"reference", "fused"}) do
-        local w = words(run(impl, n))
-        table.insert(ms[impl], 1e3 / tonumber(w[1]))
-        table.insert(flt[impl], tonumber(w[2]))
+        table.insert(runs[impl], words(run(impl, n)))
       end
     end
     for _, impl in ipairs({"reference", "fused"}) do
+      local function col(i, f)
+        local xs = {}
+        for k, w in ipairs(runs[impl]) do xs[k] = f(tonumber(w[i])) end
+        return median(xs)
+      end
+      local same = function(x) return x end
       row[impl] = json.decode(run(impl, "count"))
-      row[impl].ms, row[impl].faults = median(ms[impl]), median(flt[impl])
+      row[impl].ms = col(1, function(x) return 1e3 / x end)
+      row[impl].faults, row[impl].cpu_ms = col(2, same), col(4, same)
     end
-    row.x = row.reference.ms / row.fused.ms
-    result.optim[#result.optim + 1] = row
     local r, f = row.reference, row.fused
+    row.x, row.x_cpu = r.ms / f.ms, r.cpu_ms / f.cpu_ms
+    result.optim[#result.optim + 1] = row
     local function two(key) return string.format("%d>%d", r[key], f[key]) end
-    print(string.format("%-8s %-9s %8.1fM | %8.1f %8.1f %5.2fx | %11s %10s %10s %11s %9s", model,
-                        opt, r.elements / 1e6, r.ms, f.ms, row.x, two("calls"), two("mul"),
-                        two("div"), two("allocs"), two("faults")))
+    print(string.format("%-8s %-9s %5.1fM | %7.1f %7.1f %4.2fx | %7.1f %7.1f %4.2fx | %10s %8s %7s "
+                        .. "%9s %7s", model, opt, r.elements / 1e6, r.ms, f.ms, row.x, r.cpu_ms,
+                        f.cpu_ms, row.x_cpu, two("calls"), two("mul"), two("div"), two("allocs"),
+                        two("faults")))
   end
 end
 
