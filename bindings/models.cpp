@@ -114,13 +114,21 @@ int models_init(lua_State* L) {
 }
 
 // bv._models.apply(model, params, train, input...) -> out, aux table (big_vision's out dict,
-// flat: "img/pre_logits", "encoder/block00/+mlp")
+// flat: "img/pre_logits", "encoder/block00/+mlp"). A nil input is big_vision's None, which only
+// two_towers takes (a tower left out); it reaches the model as an undefined tensor.
 int models_apply(lua_State* L) {
   const BuiltModel& m = check_model(L, 1);
   models::Params params = check_params(L, 2);
   bool train = lua_toboolean(L, 3);
   std::vector<at::Tensor> inputs;
-  for (int i = 4; i <= lua_gettop(L); ++i) inputs.push_back(check_tensor(L, i));
+  for (int i = 4; i <= lua_gettop(L); ++i) {
+    if (lua_isnil(L, i) && m.api == &models::two_towers_api()) {
+      inputs.emplace_back();
+      continue;
+    }
+    if (lua_isnil(L, i)) raise(L, str(m.api->name, ": input ", i - 3, " is nil"));
+    inputs.push_back(check_tensor(L, i));
+  }
   models::Output out = m.api->apply(m.cfg, params, inputs, train);
   push_tensor(L, out.out);
   lua_createtable(L, 0, static_cast<int>(out.aux.size() + out.lazy.size()));

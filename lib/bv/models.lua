@@ -4,6 +4,8 @@
 --   m:param_shapes()              -- {{name=, shape=, dtype=, scan=}, ...} sorted, nothing allocated
 --   local params = m:init(0)      -- name -> tensor, big_vision's names and shapes
 --   local logits, out = m:apply(params, images, {train = false})  -- images: NHWC float
+--   two_towers: m:apply(params, images, texts) -> logits; (params, images) -> zimg;
+--   (params, nil, texts) -> ztxt (big_vision's None: only the other tower runs)
 --   local loss, grads = m:loss_and_grads(params, batch, {loss = "softmax_xent"})
 -- The model is built once into a native handle (m.native: the registry entry and the parsed
 -- config); every call below goes through it.
@@ -76,6 +78,7 @@ function Model:apply(params, ...)
 end
 
 local PALIGEMMA = "proj.paligemma.paligemma"
+local TWO_TOWERS = "proj.image_text.two_towers"
 
 -- batch[key] is a tensor, else an error that lists the batch's keys (a lookup per step).
 local function need(batch, key, wants, fix)
@@ -96,6 +99,12 @@ function Model:loss_and_grads(params, batch, opts)
   opts = opts or {}
   if type(batch) ~= "table" then
     error("loss_and_grads: the batch must be a table with an image tensor", 2)
+  end
+  if self.name == TWO_TOWERS then
+    -- Its image-only call returns zimg, which is no classifier's logits.
+    error("loss_and_grads: " .. TWO_TOWERS .. " has no classification step (big_vision trains "
+      .. "it with the contrastive trainer proj/image_text/siglip, which bvlua does not have); "
+      .. "train its image tower as a vit from 'FILE.npz:img'", 2)
   end
   need(batch, "image", "the model", 'keep "image" in the pp')
   if self.name == PALIGEMMA then

@@ -2,6 +2,8 @@
 // (models/proj/image_text/text_transformer.py): token embedding (Embed_0) + a learned position
 // embedding + ViT's encoder (named Encoder_0 here) + pooling (last, first, gap, max, map) + head.
 // `text_len` (default 64) sizes the position embedding; big_vision reads it from the first batch.
+// The out dict is big_vision's: embedded, blockNN/{sa,+sa,mlp,+mlp}, pre_ln (without scan),
+// transformed, vocab_logits (lazy), pre_logits, logits (with num_classes).
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -133,13 +135,20 @@ Output text_apply(const json& cfg, const Params& params, const std::vector<at::T
            "text_transformer: tokens must be an integer [batch, length] tensor");
   auto P = [&](const std::string& name) { return param(params, name, "text_transformer"); };
   Output out;
-  const at::Tensor& table = P("Embed_0/embedding");
+  at::Tensor table = P("Embed_0/embedding");
   at::Tensor x = at::embedding(table, text.to(at::kLong));
+  out.aux.emplace_back("embedded", x);
   const at::Tensor& pe = P("pos_embedding");
   BV_CHECK(pe.size(1) == text.size(1), "text_transformer: pos_embedding has ", pe.size(1),
            " positions but the text has ", text.size(1), " tokens (set model.text_len)");
-  x = encoder_forward(params, c.enc, "Encoder_0", x + pe, train, &out);
+  // big_vision spreads the Encoder's out dict into the model's own: blockNN/..., pre_ln at the
+  // top level (ViT nests them under encoder/).
+  x = encoder_forward(params, c.enc, "Encoder_0", x + pe, train, &out, /*out_prefix=*/"");
   out.aux.emplace_back("transformed", x);
+  // vocab_logits: every token against the whole vocabulary through the shared embedding table
+  // (flax's Embed.attend), [n, l, vocab_size]. Nothing but an inspecting caller reads it, so it
+  // is lazy: the training step never pays for it.
+  out.lazy.emplace_back("vocab_logits", [x, table]() { return at::matmul(x, table.t()); });
   at::Tensor pooled;
   if (c.pool_type == "last") pooled = x.select(1, -1);
   else if (c.pool_type == "first") pooled = x.select(1, 0);

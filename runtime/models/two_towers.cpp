@@ -2,7 +2,8 @@
 // (models/proj/image_text/two_towers.py): an image tower `img` (vit) and a text tower `txt`
 // (text_transformer), each embedding L2-normalised, plus the temperature `t` (stored as its log)
 // and, for SigLIP, the bias `b`. apply(images, texts) returns the pairwise logits
-// zimg @ ztxt^T * exp(t) + b, with zimg, ztxt and big_vision's out dict in the out table.
+// zimg @ ztxt^T * exp(t) + b, with zimg, ztxt and big_vision's out dict in the out table;
+// apply(images) and apply(nil, texts) run one tower and return its embedding.
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -110,37 +111,51 @@ at::Tensor add_tower(Output& out, Output tower, const std::string& prefix) {
 // big_vision returns (zimg, ztxt, out); here the pairwise logits come first and zimg, ztxt join
 // big_vision's out dict: img/... and txt/... (each tower's own out, its norm, normalized),
 // t = exp(t/parameter), t/parameter (the parameter, the log temperature) and b.
+// As big_vision's __call__(image, text=None), either input may be left out (an undefined tensor,
+// nil from Lua, or no second input): only the other tower runs, its normalized embedding comes
+// first instead of the logits, and zimg or ztxt is absent from the out dict. t, t/parameter and b
+// are always there. big_vision's zero-shot and retrieval evaluators embed each side this way.
 Output towers_apply(const json& cfg, const Params& params, const std::vector<at::Tensor>& inputs,
                     bool train) {
   TowersConfig c = parse_config(cfg);
-  BV_CHECK(inputs.size() == 2, "two_towers: inputs are images and texts");
+  BV_CHECK(inputs.size() == 1 || inputs.size() == 2,
+           "two_towers: inputs are images, texts or both ((images), (images, texts) or (nil, "
+           "texts)), got ",
+           inputs.size(), " inputs");
+  at::Tensor images = inputs[0];
+  at::Tensor texts = inputs.size() == 2 ? inputs[1] : at::Tensor();
+  BV_CHECK(images.defined() || texts.defined(),
+           "two_towers: neither images nor texts were given: apply(params, images, texts) needs "
+           "at least one (nil for the tower not to run)");
   Output out;
   at::Tensor zimg;
-  {
+  if (images.defined()) {
     ConfigPart part("image");
-    zimg =
-        add_tower(out, vit_api().apply(c.img, subtree(params, "img/"), {inputs[0]}, train), "img/");
+    zimg = add_tower(out, vit_api().apply(c.img, subtree(params, "img/"), {images}, train), "img/");
+    out.aux.emplace_back("zimg", zimg);
   }
   at::Tensor ztxt;
-  {
+  if (texts.defined()) {
     ConfigPart part("text");
     ztxt = add_tower(
-        out, text_transformer_api().apply(c.txt, subtree(params, "txt/"), {inputs[1]}, train),
-        "txt/");
+        out, text_transformer_api().apply(c.txt, subtree(params, "txt/"), {texts}, train), "txt/");
+    out.aux.emplace_back("ztxt", ztxt);
   }
   at::Tensor t_param = param(params, "t", "two_towers");
   at::Tensor t = t_param.exp();
-  at::Tensor logits = at::matmul(zimg, ztxt.t()) * t;
-  out.aux.emplace_back("zimg", zimg);
-  out.aux.emplace_back("ztxt", ztxt);
   out.aux.emplace_back("t", t);
   out.aux.emplace_back("t/parameter", t_param);
+  at::Tensor b;
   if (c.has_bias) {
-    at::Tensor b = param(params, "b", "two_towers");
-    logits = logits + b;
+    b = param(params, "b", "two_towers");
     out.aux.emplace_back("b", b);
   }
-  out.out = logits;
+  if (!zimg.defined() || !ztxt.defined()) {
+    out.out = zimg.defined() ? zimg : ztxt;
+    return out;
+  }
+  at::Tensor logits = at::matmul(zimg, ztxt.t()) * t;
+  out.out = b.defined() ? logits + b : logits;
   return out;
 }
 

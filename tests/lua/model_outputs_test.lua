@@ -194,4 +194,150 @@ T.test("two towers: img/..., txt/..., norms, t = exp(t/parameter), b", function(
   T.truthy(bv.is_tensor(nout.t) and bv.is_tensor(nout["t/parameter"]), "t without b")
 end)
 
+-- A text tower's keys as big_vision's text_transformer._Model sets them: embedded, the Encoder's
+-- out dict spread at the top level (blockNN/..., pre_ln without scan), transformed,
+-- vocab_logits, pre_logits and, with num_classes, logits.
+local function text_keys(depth, scan, head)
+  local out = {"embedded", "transformed", "vocab_logits", "pre_logits"}
+  for i = 0, depth - 1 do
+    for _, k in ipairs({"sa", "+sa", "mlp", "+mlp"}) do
+      out[#out + 1] = string.format("block%02d/%s", i, k)
+    end
+  end
+  if not scan then out[#out + 1] = "pre_ln" end
+  if head then out[#out + 1] = "logits" end
+  table.sort(out)
+  return out
+end
+
+local TEXTS = bv.tensor({{1, 2, 3, 4, 1}, {2, 3, 4, 5, 1}, {5, 5, 5, 5, 1}, {1, 1, 1, 1, 1}})
+
+T.test("text transformer: the out dict's keys, as big_vision's _Model sets them", function()
+  for _, scan in ipairs({false, true}) do
+    for _, head in ipairs({false, true}) do
+      local m = bv.models.build("proj.image_text.text_transformer", {
+        variant = "mu", depth = 2, vocab_size = 20, text_len = 5, scan = scan,
+        num_classes = head and 6 or nil})
+      local _, out = m:apply(m:init(0), TEXTS)
+      T.eq(keys(out), text_keys(2, scan, head))
+    end
+  end
+end)
+
+T.test("text transformer: embedded, blocks, transformed, vocab_logits by their definitions",
+       function()
+  local m = bv.models.build("proj.image_text.text_transformer", {
+    variant = "mu", depth = 2, vocab_size = 20, text_len = 5, num_classes = 6})
+  local p = randomize(m:init(0), 4)
+  local logits, out = m:apply(p, TEXTS)
+  local tbl = p["Embed_0/embedding"]
+  local rows = {}
+  for i, row in ipairs(TEXTS:totable()) do
+    local toks = {}
+    for j, tok in ipairs(row) do toks[j] = tbl[math.tointeger(tok) + 1] end
+    rows[i] = bv.stack(toks)
+  end
+  T.truthy(out.embedded == bv.stack(rows), "embedded: the token embeddings, before pos_embedding")
+  close(out["block00/+sa"], out.embedded + p.pos_embedding + out["block00/sa"], "block00/+sa")
+  close(out["block01/+sa"], out["block00/+mlp"] + out["block01/sa"], "block01/+sa")
+  close(out["block01/+mlp"], out["block01/+sa"] + out["block01/mlp"], "block01/+mlp")
+  T.truthy(out.pre_ln == out["block01/+mlp"], "pre_ln: the last block's")
+  -- transformed: the encoder_norm of pre_ln.
+  local x = out.pre_ln
+  local mean = x:mean(3, true)
+  local var = ((x - mean) * (x - mean)):mean(3, true)
+  local normed = (x - mean) / (var + 1e-6):sqrt() * p["Encoder_0/encoder_norm/scale"]
+    + p["Encoder_0/encoder_norm/bias"]
+  close(out.transformed, normed, "transformed", 1e-4)
+  -- vocab_logits: flax's Embed.attend, the transformed tokens against the embedding table.
+  close(out.vocab_logits, out.transformed:matmul(tbl:transpose(1, 2)), "vocab_logits")
+  T.eq(out.vocab_logits:shape(), {4, 5, 20})
+  T.truthy(out.pre_logits == out.transformed:select(2, 5), "pre_logits: the last token (pool last)")
+  close(logits, dense(p, "head", out.pre_logits), "logits = head(pre_logits)")
+end)
+
+local function towers(bias)
+  return bv.models.build("proj.image_text.two_towers", {
+    image = {variant = "mu/4", image_size = 8, depth = 1, pool_type = "map"},
+    text = {variant = "mu", depth = 1, vocab_size = 20, text_len = 5}, out_dim = {6, 6},
+    temperature_init = 10, bias_init = bias})
+end
+
+-- big_vision's two_towers out keys: each tower's under img/ or txt/ with its norm and
+-- normalized (only for the towers that ran), t, t/parameter and, with bias_init, b; bvlua adds
+-- zimg and ztxt beside them.
+local function towers_keys(image, text, bias)
+  local out = {"t", "t/parameter"}
+  if bias then out[#out + 1] = "b" end
+  if image then
+    local img = {"stem", "with_posemb", "encoder/block00/sa", "encoder/block00/+sa",
+                 "encoder/block00/mlp", "encoder/block00/+mlp", "encoder/pre_ln", "encoded",
+                 "head_input", "pre_logits", "pre_logits_2d", "logits", "logits_2d", "norm",
+                 "normalized"}
+    for _, k in ipairs(img) do out[#out + 1] = "img/" .. k end
+    out[#out + 1] = "zimg"
+  end
+  if text then
+    local txt = text_keys(1, false, true)
+    txt[#txt + 1] = "norm"
+    txt[#txt + 1] = "normalized"
+    for _, k in ipairs(txt) do out[#out + 1] = "txt/" .. k end
+    out[#out + 1] = "ztxt"
+  end
+  table.sort(out)
+  return out
+end
+
+T.test("two towers: the out dict's keys for both towers, images only and texts only", function()
+  local images = bv.randn({3, 8, 8, 3}, bv.rng(2))
+  for _, bias in ipairs({-10, false}) do
+    local m = towers(bias or nil)
+    local p = m:init(0)
+    local _, both = m:apply(p, images, TEXTS)
+    T.eq(keys(both), towers_keys(true, true, bias))
+    local _, img = m:apply(p, images)
+    T.eq(keys(img), towers_keys(true, false, bias))
+    local _, img_nil = m:apply(p, images, nil, {train = false})
+    T.eq(keys(img_nil), towers_keys(true, false, bias))
+    local _, txt = m:apply(p, nil, TEXTS)
+    T.eq(keys(txt), towers_keys(false, true, bias))
+  end
+end)
+
+T.test("two towers: one tower's call gives the numbers of the full call", function()
+  local m = towers(-10)
+  local p = randomize(m:init(0), 3)
+  local images = bv.randn({3, 8, 8, 3}, bv.rng(2))
+  local _, both = m:apply(p, images, TEXTS)
+  local zimg, img = m:apply(p, images)
+  T.truthy(zimg == both.zimg and img.zimg == both.zimg, "images only: zimg")
+  T.eq(img.ztxt, nil)
+  local ztxt, txt = m:apply(p, nil, TEXTS, {train = false})
+  T.truthy(ztxt == both.ztxt and txt.ztxt == both.ztxt, "texts only: ztxt")
+  T.eq(txt.zimg, nil)
+  for k, v in pairs(both) do
+    local one = k:match("^img/") and img or k:match("^txt/") and txt
+    if one then T.truthy(one[k] == v, k) end
+    if not one and k ~= "zimg" and k ~= "ztxt" then
+      T.truthy(img[k] == v and txt[k] == v, k .. " (in both one-tower calls)")
+    end
+  end
+  -- What zero-shot classification computes from the two calls is the full call's logits.
+  local logits = both.zimg:matmul(both.ztxt:transpose(1, 2)) * both.t + both.b
+  close(zimg:matmul(ztxt:transpose(1, 2)) * img.t + img.b, logits, "logits from one-tower calls")
+end)
+
+T.test("two towers: errors for no input, and nil for models that take no None", function()
+  local m = towers(-10)
+  local p = m:init(0)
+  T.raises(function() m:apply(p, nil, nil) end, "two_towers: neither images nor texts were given")
+  T.raises(function() m:apply(p) end, "two_towers: inputs are images, texts or both")
+  local images = bv.randn({3, 8, 8, 3}, bv.rng(2))
+  T.raises(function() m:apply(p, images, TEXTS, images) end, "got 3 inputs")
+  local v = bv.models.build("vit", {variant = "mu/4", image_size = 8, depth = 1})
+  T.raises(function() v:apply(v:init(0), nil) end, "vit: input 1 is nil")
+  T.raises(function() m:loss_and_grads(p, {image = images, labels = bv.zeros({3, 6})}) end,
+           "proj.image_text.two_towers has no classification step")
+end)
+
 T.run()
