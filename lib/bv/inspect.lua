@@ -612,6 +612,36 @@ local function vit_image_size(model_cfg, view)
   return {grid * patch, grid * patch}
 end
 
+-- The data feature a pp's onehot reads (its key, big_vision's default "labels"), or nil.
+local function onehot_key(spec)
+  for _, seg in ipairs(bv.pp.segments(spec)) do
+    local ok, name, args, kwargs = pcall(bv.pp.parse_op, seg)
+    if ok and name == "onehot" then return kwargs.key or args[2] or "labels" end
+  end
+  return nil
+end
+
+-- A TFDS data config's class names for pp `spec`: the ClassLabel that its onehot reads, else
+-- (the pp renames the label first, or has no onehot) the dataset's only ClassLabel; nil when
+-- that is no ClassLabel or has no names file. Errors when the dataset cannot be read.
+local function tfds_class_names(data, spec)
+  local tfds = require "bv.tfds"
+  local features = tfds.features(data)
+  local key = onehot_key(spec)
+  if not (key and features[key]) then
+    key = nil
+    for k, f in pairs(features) do
+      if f.kind == "class_label" then
+        if key then return nil end
+        key = k
+      end
+    end
+  end
+  local f = key and features[key]
+  if not (f and f.kind == "class_label" and bv.fs.exists(f.labels_file)) then return nil end
+  return tfds.label_names(data, key)
+end
+
 -- Opens a workdir: its resolved config (config.json), metrics file and latest checkpoint.
 function M.run(workdir)
   if type(workdir) ~= "string" or not bv.fs.is_dir(workdir) then
@@ -694,16 +724,23 @@ function M.run(workdir)
     return it:next()
   end)
 
-  -- The class names of a data config, when its data has them (bv:imagefolder: the sorted folder
-  -- names; class id c is names[c + 1]); nil otherwise. Cached per data config.
+  -- The class names of a data config and its pp, when its data has them (class id c is
+  -- names[c + 1]): bv:imagefolder's sorted folder names, or a TFDS ClassLabel's names (the
+  -- feature the pp's onehot reads, else the dataset's one ClassLabel). Returns names or nil,
+  -- and why a TFDS dataset gave none (it could not be read). Cached per data config.
   local names_of = {}
-  local function class_names(data)
-    if type(data) ~= "table" or data.name ~= "bv:imagefolder" then return nil end
+  local function class_names(data, spec)
+    if type(data) ~= "table" then return nil end
     if names_of[data] == nil then
-      local ok, src = pcall(bv.data.source, data)
-      names_of[data] = ok and src:class_names() or false
+      local ok, names
+      if data.name == "bv:imagefolder" then
+        ok, names = pcall(function() return bv.data.source(data):class_names() end)
+      elseif require("bv.tfds").is_tfds(data) then
+        ok, names = pcall(tfds_class_names, data, spec)
+      end
+      names_of[data] = {ok and names or nil, not ok and names and tostring(names) or nil}
     end
-    return names_of[data] or nil
+    return names_of[data][1], names_of[data][2]
   end
 
   -- run.predict(image_file [, {eval = name, top = 5}]) -> the model's view of one image file:
@@ -712,12 +749,17 @@ function M.run(workdir)
   -- Returns {class =, name =, prob =} of the top class, top = {{class =, name =, prob =}, ...}
   -- (the `top` best), logits, probs and skipped. Class ids are 0-based, as the data's labels,
   -- the evaluators' outfiles and big_vision's; name is there when the data has class names
-  -- (bv:imagefolder). (A tensor's argmax is 1-based: logits:argmax(-1) - 1 is the class id.)
+  -- (bv:imagefolder's folders, a TFDS ClassLabel's names; the eval's data, else the training
+  -- data). (A tensor's argmax is 1-based: logits:argmax(-1) - 1 is the class id.)
   run.predict = bound(run, function(path, opts)
     opts = opts or {}
     local cfg = config()
     local spec, data, where = pp_spec(cfg, opts.eval)
-    local names = class_names(data)
+    local names, why = class_names(data, spec)
+    if not names and cfg.input and cfg.input.data ~= data then
+      local train_names, train_why = class_names(cfg.input.data, cfg.input.pp or "")
+      names, why = train_names, why or train_why
+    end
     local example, skipped = {image = bv.fs.read_file(path)}, {}
     for _, seg in ipairs(bv.pp.segments(spec)) do
       local ok, out = pcall(bv.pp.build(seg), example, bv.rng(0))
@@ -749,8 +791,9 @@ function M.run(workdir)
       M.shape_str(logits:shape()), where,
       #skipped > 0 and (" (skipped: " .. table.concat(skipped, ", ") .. ")") or "")
     local right = names and {[3] = true} or {[2] = true}
+    local note = not names and why and ("\n(no class names: " .. why .. ")") or ""
     return text(head .. "\n" .. M.columns(rows, right) .. "\n(class ids are 0-based, as the "
-      .. "data's labels; logits:argmax(-1) - 1 is the class id)",
+      .. "data's labels; logits:argmax(-1) - 1 is the class id)" .. note,
       {class = top[1].class, name = top[1].name, prob = top[1].prob, top = top, logits = logits,
        probs = probs, skipped = skipped})
   end)

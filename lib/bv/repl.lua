@@ -289,7 +289,9 @@ Checkpoints, read lazily (`bvlua repl FILE.npz` opens one as `ckpt`):
   ckpt:stats(pattern)   ckpt:diff(other [, pattern])   ckpt:sub("params")   ckpt:params(prefix)
 Runs (`bvlua repl WORKDIR` opens one as `run`, with `config` and `ckpt`):
   run.metrics(name) -> steps, values   run.model() -> model, params   run.pp(eval)(example)
-  run.batch(eval, n)   run.predict("image.png")]]
+  run.batch(eval, n)   run.predict("image.png") -> {class =, name =, prob =, top = {...}}:
+  class ids 0-based, as the data's labels; name when the data has class names (an image
+  folder's folders, a TFDS ClassLabel's names)]]
 
 -- The comment block right above line `line` of a Lua file (the doc of what is defined there).
 local function comment_above(path, line)

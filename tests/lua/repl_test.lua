@@ -310,5 +310,59 @@ T.test("run: config, metrics, model with the checkpoint's params, pp, predict", 
   T.truthy(tostring(named):find(id .. " +" .. named.name .. " +0%.%d+"), tostring(named))
 end)
 
+T.test("run.predict: a TFDS ClassLabel's names beside the class ids", function()
+  local work = tmp .. "/tfds_run"
+  bv.fs.mkdirs(work)
+  -- The fixture's label is a ClassLabel named horizontal, vertical, diagonal; its id a Tensor.
+  local fixture = require("bv.config").tree_path("tests/data/tfds")
+  local names = {"horizontal", "vertical", "diagonal"}
+  local function pp(key)
+    return "decode|resize(8)|value_range(-1, 1)|onehot(3, key='" .. key .. "', "
+      .. "key_result='labels')|keep('image', 'labels')"
+  end
+  local function data(split, dir)
+    return {name = "lines_tfds", split = split, data_dir = dir or fixture}
+  end
+  local config = {model_name = "vit", model = {variant = "mu/4"}, num_classes = 3,
+                  loss = "softmax_xent", input = {data = data("train"), pp = pp("label")},
+                  evals = {val = {type = "classification", data = data("test"),
+                                  pp = pp("label")}}}
+  local function write(cfg) bv.fs.write_file(work .. "/config.json", json.encode(cfg)) end
+  write(config)
+  local m = bv.models.build("vit", {variant = "mu/4", num_classes = 3, image_size = 8})
+  local tensors = {}
+  for name, t in pairs(m:init(5)) do tensors["params/" .. name] = t end
+  bv.ckpt.save(work, 1, tensors, {})
+  local img = bv.arange(0, 8 * 8 * 3):reshape({8, 8, 3}):to("uint8")
+  bv.image.write_png(img, work .. "/img.png")
+
+  local p = inspect.run(work).predict(work .. "/img.png")
+  T.eq(p.name, names[p.class + 1])
+  T.eq(#p.top, 3)
+  for _, t in ipairs(p.top) do T.eq(t.name, names[t.class + 1]) end
+  T.truthy(tostring(p):find("class +name +softmax"), tostring(p))
+  T.truthy(tostring(p):find(p.class .. " +" .. p.name .. " +0%.%d+"), tostring(p))
+
+  -- The onehot reads a feature that is not a ClassLabel (the id): no names.
+  config.evals.val.pp, config.input.pp = pp("id"), pp("id")
+  write(config)
+  T.eq(inspect.run(work).predict(work .. "/img.png").name, nil)
+  -- The eval reads JSON-L, the training data is the TFDS dataset: the training data's names.
+  config.evals.val.pp, config.input.pp = pp("label"), pp("label")
+  config.evals.val.data = {name = "bv:jsonl", fname = work .. "/none.jsonl"}
+  write(config)
+  p = inspect.run(work).predict(work .. "/img.png")
+  T.eq(p.name, names[p.class + 1])
+  -- A dataset that is not there: no names, and a note that says why.
+  config.input.data = data("train", work .. "/nowhere")
+  write(config)
+  p = inspect.run(work).predict(work .. "/img.png")
+  T.eq(p.name, nil)
+  T.truthy(tostring(p):find("(no class names: tfds: dataset 'lines_tfds': no TFDS data directory "
+                            .. work .. "/nowhere", 1, true), tostring(p))
+  -- The REPL's help says where the names come from.
+  T.truthy(repl.help(""):find("TFDS ClassLabel's names", 1, true), repl.help(""))
+end)
+
 T.run()
 os.execute("rm -rf '" .. tmp .. "'")
