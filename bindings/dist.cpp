@@ -12,6 +12,13 @@
 //   bv.dist.launch({exe, args...}, nproc, {port = 0, grace = 30})   --> exit code
 //   bv.dist.executable()                   --> this program's path, for relaunching it
 //   bv.dist.fsdp(group, specs)             --> fully sharded parameters (bindings/fsdp.cpp)
+//   local b = bv.dist.grad_buckets(group, names, {bucket_mb = 32})
+//                                          --> the gradients of `names` all-reduced during the
+//                                              backward (runtime/distributed/grad_buckets.h)
+//   b:run(fn, ...)                         --> fn(...), a training step's loss_and_grads inside:
+//                                              its loss and those gradients come back averaged
+//   b:stats()                              --> {steps, buckets, started_in_backward,
+//                                              layout_buckets}
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -22,6 +29,7 @@
 #include "core/error.h"
 #include "dist.h"
 #include "distributed/dist.h"
+#include "distributed/grad_buckets.h"
 #include "distributed/launch.h"
 #include "lua_util.h"
 #include "tensor.h"
@@ -219,6 +227,63 @@ int dist_launch_lua(lua_State* L) {
   return 1;
 }
 
+constexpr const char* kBucketsMeta = "bv.GradBuckets";
+using BucketsPtr = std::shared_ptr<GradBuckets>;
+
+GradBuckets& check_buckets(lua_State* L, int arg) {
+  return **static_cast<BucketsPtr*>(luaL_checkudata(L, arg, kBucketsMeta));
+}
+
+int buckets_gc(lua_State* L) {
+  static_cast<BucketsPtr*>(luaL_checkudata(L, 1, kBucketsMeta))->~BucketsPtr();
+  return 0;
+}
+
+// bv.dist.grad_buckets(group, names [, {bucket_mb = 32}])
+int dist_grad_buckets(lua_State* L) {
+  std::shared_ptr<DistGroup> group = *static_cast<GroupPtr*>(luaL_checkudata(L, 1, kGroupMeta));
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<std::string> names;
+  lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, 2, i);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      raise(L, str("dist.grad_buckets: names[", i, "] is a ", luaL_typename(L, -1),
+                   ", not a parameter name"));
+    }
+    names.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  check_option_keys(L, 3, "dist.grad_buckets", {"bucket_mb"});
+  double mb = opt_number(L, 3, "bucket_mb", 32, "dist.grad_buckets");
+  if (!(mb > 0)) raise(L, str("dist.grad_buckets: bucket_mb must be positive, got ", mb));
+  auto b = std::make_shared<GradBuckets>(std::move(group), std::move(names),
+                                         static_cast<int64_t>(mb * (1 << 20)));
+  void* p = lua_newuserdatauv(L, sizeof(BucketsPtr), 0);
+  new (p) BucketsPtr(std::move(b));
+  luaL_setmetatable(L, kBucketsMeta);
+  return 1;
+}
+
+// b:run(fn, ...): fn(...) with b watching the backward of the training steps it runs.
+int buckets_run(lua_State* L) {
+  GradBuckets& b = check_buckets(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  train::BackwardObserverScope scope(&b);
+  lua_call(L, lua_gettop(L) - 2, LUA_MULTRET);
+  return lua_gettop(L) - 1;
+}
+
+int buckets_stats(lua_State* L) {
+  GradBucketStats s = check_buckets(L, 1).stats();
+  lua_createtable(L, 0, 4);
+  set_int_field(L, "steps", s.steps);
+  set_int_field(L, "buckets", s.buckets);
+  set_int_field(L, "started_in_backward", s.started_in_backward);
+  set_int_field(L, "layout_buckets", s.layout_buckets);
+  return 1;
+}
+
 int dist_executable(lua_State* L) {
   lua_pushstring(L, current_executable().c_str());
   return 1;
@@ -254,8 +319,21 @@ void open_dist(lua_State* L) {
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
 
+  static const luaL_Reg bucket_methods[] = {
+      BV_FN("run", buckets_run),
+      BV_FN("stats", buckets_stats),
+      {nullptr, nullptr},
+  };
+  luaL_newmetatable(L, kBucketsMeta);
+  luaL_newlib(L, bucket_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, buckets_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+
   static const luaL_Reg functions[] = {
       BV_FN("env", dist_env),
+      BV_FN("grad_buckets", dist_grad_buckets),
       BV_FN("init", dist_init_lua),
       BV_FN("backend", dist_backend_lua),
       BV_FN("launch", dist_launch_lua),

@@ -32,6 +32,8 @@
 --                                                     -- S:plan, then this rank's optimizer
 --   params = S:hold(params)                           -- fsdp: keeps what this rank owns
 --   loss, grads = S:gradients(params, function(p) return model:loss_and_grads(p, batch) end)
+--                                                     -- averaged over ranks (config.sharding_overlap:
+--                                                     -- during the backward)
 --   opt:update(S:owned(params), grads); S:sync_params(params)
 --   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
 --   opt:load_state_tensor(name, S:owned_opt_tensor(spec_entry, whole))  -- a resume, per tensor
@@ -118,6 +120,15 @@ function M.new(config, group, device)
     self.rules[i] = {pattern = entry[1], strategy = parse_strategy(entry[2], where)}
   end
   self.owner = {}  -- param name -> owning rank (0-based), for sharded parameters only
+  -- config.sharding_overlap (default true): the replicated gradients' all-reduce runs during the
+  -- backward (bv.dist.grad_buckets); false all-reduces them after it. bucket_mb: the buckets'
+  -- size (tests set it smaller).
+  local overlap = config.sharding_overlap
+  if overlap == nil then overlap = true end
+  if type(overlap) ~= "boolean" then
+    error("config.sharding_overlap must be true or false, got " .. tostring(overlap), 0)
+  end
+  self.overlap, self.bucket_mb = overlap, 32
   return self
 end
 
@@ -273,19 +284,50 @@ function Sharding:owned(params)
   return out
 end
 
+-- The bv.dist.grad_buckets of the parameters that are not fsdp's (made at the first step), or
+-- nil: one process, sharding_overlap = false, or nothing but fsdp parameters.
+function Sharding:grad_buckets(params)
+  if self.world == 1 or not self.overlap then return nil end
+  if self._buckets == nil then
+    local names = {}
+    for _, name in ipairs(sorted_keys(params)) do
+      if not (self.kind and self.kind[name] == "fsdp") then names[#names + 1] = name end
+    end
+    self._buckets = #names > 0
+      and bv.dist.grad_buckets(self.group, names, {bucket_mb = self.bucket_mb}) or false
+  end
+  return self._buckets or nil
+end
+
 -- loss, grads = fn(params) on this rank's part of the batch, made global: the loss (a scalar
--- tensor) and the gradients are averaged over ranks (fsdp's during the backward, at their
--- owners; the others, with the loss, by one all-reduce per dtype: bv.dist cuts it into buckets).
--- Nothing is read on the host. Returns the loss and the gradients of what this rank owns.
+-- tensor) and the gradients are averaged over ranks. fsdp's go to their owners during the
+-- backward. The others, with the loss: with sharding_overlap, in buckets whose all-reduce starts
+-- during the backward as soon as the backward has produced them (bv.dist.grad_buckets watches
+-- the loss_and_grads that fn calls); else by one all-reduce per dtype after it (bv.dist cuts it
+-- into buckets). Either way the same sums, up to the order in which Gloo or NCCL adds the ranks'
+-- float32 values. Nothing is read on the host. Returns the loss and the gradients of what this
+-- rank owns.
 function Sharding:gradients(params, fn)
-  local loss, grads
-  if self.fsdp then
-    loss, grads = self.fsdp:run(fn, params)
-    for name, g in pairs(self.fsdp:take_grads()) do grads[name] = g end
+  local run = fn
+  if self.fsdp then run = function(p) return self.fsdp:run(fn, p) end end
+  local buckets, loss, grads = self:grad_buckets(params), nil, nil
+  local reduced = false
+  if buckets then
+    local before = buckets:stats().steps
+    loss, grads = buckets:run(run, params)
+    -- Every backward that fn ran was averaged (a sum of such steps stays an average).
+    reduced = buckets:stats().steps > before
   else
-    loss, grads = fn(params)
+    loss, grads = run(params)
+  end
+  if self.fsdp then
+    for name, g in pairs(self.fsdp:take_grads()) do grads[name] = g end
   end
   if self.world == 1 then return loss, grads end
+  if reduced then
+    self.overlapped_steps = (self.overlapped_steps or 0) + 1
+    return loss, self:drop_unowned(grads)
+  end
   local by_dtype = {}
   local function add(t)
     local d = t:dtype()
@@ -298,10 +340,17 @@ function Sharding:gradients(params, fn)
     if self.kind[name] ~= "fsdp" then add(grads[name]) end
   end
   for _, d in ipairs(sorted_keys(by_dtype)) do self.group:all_reduce(by_dtype[d], {mean = true}) end
+  return loss:reshape({}), self:drop_unowned(grads)
+end
+
+-- zero1: a rank keeps only the averaged gradients of what it updates.
+function Sharding:drop_unowned(grads)
   for name in pairs(grads) do
-    if self.kind[name] == "zero1" and not self:updates(name, self.rank) then grads[name] = nil end
+    if self.kind and self.kind[name] == "zero1" and not self:updates(name, self.rank) then
+      grads[name] = nil
+    end
   end
-  return loss:reshape({}), grads
+  return grads
 end
 
 -- Sum (or mean) of a number over ranks.

@@ -618,6 +618,7 @@ struct PendingCollective {
   at::Tensor target, wire;                // wire: what the backend writes (target, or a copy)
   bool copy_back = true;                  // whether this rank's target gets the result
   bool stream_wait = false;               // NCCL's: dist_wait orders the stream, not the host
+  bool mean = false;                      // all-reduce: divide by the world size when done
   bool done = false;
 };
 
@@ -677,6 +678,34 @@ std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Ten
   return p;
 }
 
+std::shared_ptr<PendingCollective> dist_all_reduce_start(DistGroup& g, const at::Tensor& tensor,
+                                                         bool mean) {
+  BV_CHECK(tensor.defined() && tensor.is_contiguous(),
+           "dist.all_reduce: an asynchronous all-reduce needs a contiguous tensor");
+  BV_CHECK(!mean || at::isFloatingType(tensor.scalar_type()),
+           "dist.all_reduce: mean needs floating-point tensors, got ", tensor.scalar_type());
+  auto p = std::make_shared<PendingCollective>();
+  p->group = &g;
+  p->what = "all_reduce";
+  p->target = tensor;
+  p->mean = mean;
+  if (!g.comm) return p;
+  at::NoGradGuard no_grad;
+  p->wire = wire_buffer(g, tensor.reshape({-1}), "all_reduce");
+  std::vector<at::Tensor> bufs{p->wire};
+  ::c10d::AllreduceOptions opts;  // SUM
+  opts.timeout = g.timeout;
+  check_same_collective(g, "all_reduce", tensor);
+  Comm& comm = comm_for(g, tensor);
+  p->stream_wait = waits_on_stream(comm);
+  try {
+    p->work = comm.allreduce(bufs, opts);
+  } catch (const std::exception& e) {
+    fail_collective(g, "all_reduce", e.what(), true);
+  }
+  return p;
+}
+
 void dist_wait(PendingCollective& p) {
   if (p.done) return;
   p.done = true;
@@ -688,6 +717,8 @@ void dist_wait(PendingCollective& p) {
   }
   if (!p.copy_back) return;
   at::NoGradGuard no_grad;
+  // Divided where the sum is, before a bfloat16 target rounds it (as all_reduce_bucket does).
+  if (p.mean) p.wire.div_(p.group->env.world_size);
   at::Tensor flat = p.target.view({-1});
   if (!p.wire.is_same(flat) && p.wire.data_ptr() != flat.data_ptr()) flat.copy_(p.wire);
 }

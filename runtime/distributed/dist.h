@@ -59,7 +59,8 @@ void dist_all_reduce(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean);
 // Copies rank `root`'s values of `tensors` into everyone's, in place (same rules as above).
 void dist_broadcast(DistGroup& g, std::vector<at::Tensor>& tensors, int root);
 
-// A collective started and not yet waited for (dist_broadcast_start, dist_reduce_start).
+// A collective started and not yet waited for (dist_broadcast_start, dist_reduce_start,
+// dist_all_reduce_start).
 struct PendingCollective;
 
 // Starts copying rank `root`'s value of `tensor` into everyone's and returns at once; the
@@ -75,6 +76,11 @@ std::shared_ptr<PendingCollective> dist_broadcast_start(DistGroup& g, const at::
 // unspecified), finished by dist_wait.
 std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Tensor& tensor,
                                                      int root);
+// The same for an all-reduce (sum; mean = true divides by the world size in dist_wait, floating
+// point only): every rank's `tensor` holds the result after dist_wait. The replicated gradients'
+// buckets start this way during the backward (grad_buckets.h).
+std::shared_ptr<PendingCollective> dist_all_reduce_start(DistGroup& g, const at::Tensor& tensor,
+                                                         bool mean);
 void dist_wait(PendingCollective& pending);
 
 // Sums `tensors` over the group into rank `root`'s, in place there; the other ranks' tensors

@@ -59,6 +59,29 @@ void mixup(at::Generator& gen, double p, at::Tensor& images, at::Tensor& labels)
 
 namespace {
 
+thread_local BackwardObserver* t_backward_observer = nullptr;
+
+// Calls the observer's abandon when the step does not reach after_backward (an exception).
+struct ObserverGuard {
+  BackwardObserver* observer = nullptr;
+  ~ObserverGuard() {
+    if (observer) observer->abandon();
+  }
+};
+
+}  // namespace
+
+BackwardObserver* current_backward_observer() { return t_backward_observer; }
+
+BackwardObserverScope::BackwardObserverScope(BackwardObserver* observer)
+    : previous_(t_backward_observer) {
+  t_backward_observer = observer;
+}
+
+BackwardObserverScope::~BackwardObserverScope() { t_backward_observer = previous_; }
+
+namespace {
+
 std::optional<at::ScalarType> autocast_dtype(const std::string& name) {
   if (name == "bfloat16") return at::kBFloat16;
   // float16's range (max 65504, smallest normal 6e-5) makes small gradients underflow to zero
@@ -86,6 +109,8 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
     if (!p.requires_grad()) const_cast<at::Tensor&>(p).set_requires_grad(true);
   }
   at::AutoGradMode grad_on(true);  // callers (the Lua bindings) run with gradients off
+  BackwardObserver* observer = current_backward_observer();
+  ObserverGuard guard;
   Gradients out;
   int64_t micro = batch / opts.accum_steps;
   for (int64_t i = 0; i < opts.accum_steps; ++i) {
@@ -97,8 +122,12 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
       logits = forward(i * micro, micro).to(at::kFloat);
     }
     at::Tensor loss = loss_of(logits, i * micro, micro) / opts.accum_steps;
-    loss.backward();
     out.loss = out.loss.defined() ? out.loss + loss.detach() : loss.detach();
+    if (observer && i + 1 == opts.accum_steps) {
+      guard.observer = observer;
+      observer->before_last_backward(params, out.loss);
+    }
+    loss.backward();
   }
   for (const auto& [name, p] : params) {
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
@@ -106,6 +135,10 @@ Gradients accumulate(const models::Params& params, int64_t batch, const StepOpti
       out.grads[name] = g;
       g = at::Tensor();  // the next step starts from no gradient
     }
+  }
+  if (observer) {
+    guard.observer = nullptr;
+    observer->after_backward(out);
   }
   return out;
 }

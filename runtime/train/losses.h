@@ -52,6 +52,36 @@ struct Gradients {
   std::map<std::string, at::Tensor> grads;  // name -> gradient (params that got one)
 };
 
+// Watches a training step's backward from outside the training code: the all-reduce of the
+// replicated gradients (runtime/distributed/grad_buckets.h) starts each bucket as soon as the
+// backward has produced it. While one is set for the thread (BackwardObserverScope),
+// loss_and_grads and lm_loss_and_grads call before_last_backward just before the last
+// micro-batch's backward (earlier micro-batches only accumulate), with the parameters and the
+// step's loss (the mean over the whole batch), and after_backward with the step's result,
+// which it may rewrite (the averaged gradients and loss). When the step fails in between,
+// abandon is called instead. Gradient hooks it registers run on autograd's threads: they must
+// never call into Lua.
+struct BackwardObserver {
+  virtual ~BackwardObserver() = default;
+  virtual void before_last_backward(const models::Params& params, const at::Tensor& loss) = 0;
+  virtual void after_backward(Gradients& out) = 0;
+  virtual void abandon() noexcept = 0;
+};
+
+BackwardObserver* current_backward_observer();
+
+// Sets the thread's BackwardObserver for its lifetime (and restores the previous one).
+class BackwardObserverScope {
+ public:
+  explicit BackwardObserverScope(BackwardObserver* observer);
+  ~BackwardObserverScope();
+  BackwardObserverScope(const BackwardObserverScope&) = delete;
+  BackwardObserverScope& operator=(const BackwardObserverScope&) = delete;
+
+ private:
+  BackwardObserver* previous_;
+};
+
 // Forward (train=true), loss and backward; `rng` draws the mixup coefficient. Parameters are
 // marked as requiring gradients on first use; their .grad is cleared again before returning.
 Gradients loss_and_grads(const models::ModelApi& model, const nlohmann::json& cfg,

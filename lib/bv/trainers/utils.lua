@@ -138,6 +138,8 @@ for _, k in ipairs({
   {"sharding_strategy", "list", {{".*", "replicate"}}, "{regex, strategy} pairs: replicate, "
     .. "fsdp(axis=\"data\"), zero1(axis=\"data\")"},
   {"sharding_rules", "list", nil, "accepted with big_vision's meaning on the data mesh"},
+  {"sharding_overlap", "bool", true, "several processes: the replicated gradients' all-reduce "
+    .. "starts during the backward, bucket by bucket (false: after it)"},
 }) do TRAINER_KEYS[#TRAINER_KEYS + 1] = k end
 durations("log_training", "how often to log training metrics", TRAINER_KEYS)
 durations("ckpt", "how often to save a checkpoint (none without one of them)", TRAINER_KEYS)
