@@ -129,6 +129,16 @@ function M.new(config, group, device)
     error("config.sharding_overlap must be true or false, got " .. tostring(overlap), 0)
   end
   self.overlap, self.bucket_mb = overlap, 32
+  -- config.sharding_reshard_after_forward (default true): under fsdp with remat, a layer's fetched
+  -- parameters go after its forward and are broadcast again for its recomputation; false keeps
+  -- them until then (one broadcast a step instead of two; bv.dist.fsdp).
+  local reshard = config.sharding_reshard_after_forward
+  if reshard == nil then reshard = true end
+  if type(reshard) ~= "boolean" then
+    error("config.sharding_reshard_after_forward must be true or false, got " .. tostring(reshard),
+          0)
+  end
+  self.reshard_after_forward = reshard
   return self
 end
 
@@ -263,7 +273,7 @@ function Sharding:hold(params)
     end
   end
   if #specs == 0 then return params end
-  self.fsdp = bv.dist.fsdp(self.group, specs)
+  self.fsdp = bv.dist.fsdp(self.group, specs, {reshard_after_forward = self.reshard_after_forward})
   for _, s in ipairs(specs) do out[s.name] = self.fsdp:placeholder(s.name) end
   return out
 end

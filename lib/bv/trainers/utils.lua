@@ -140,6 +140,9 @@ for _, k in ipairs({
   {"sharding_rules", "list", nil, "accepted with big_vision's meaning on the data mesh"},
   {"sharding_overlap", "bool", true, "several processes: the replicated gradients' all-reduce "
     .. "starts during the backward, bucket by bucket (false: after it)"},
+  {"sharding_reshard_after_forward", "bool", true, "fsdp with remat: a layer's fetched "
+    .. "parameters go after its forward and are broadcast again for its recomputation (false: "
+    .. "kept until then, one broadcast instead of two, the layers' parameters whole meanwhile)"},
 }) do TRAINER_KEYS[#TRAINER_KEYS + 1] = k end
 durations("log_training", "how often to log training metrics", TRAINER_KEYS)
 durations("ckpt", "how often to save a checkpoint (none without one of them)", TRAINER_KEYS)
