@@ -1,13 +1,18 @@
 // bv.dist.fsdp: fully sharded parameters (runtime/distributed/fsdp.h), driven by
 // lib/bv/sharding.lua.
 //
-//   local fsdp = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}})
+//   local fsdp = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}}
+//                             [, {reshard_after_forward = true | false}])
 //   fsdp:placeholder(name)   -- what the model's params table holds for it
 //   fsdp:owned(name)         -- what this rank owns of it (whole, or its rows stacked), or nil
 //   fsdp:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
 //   fsdp:take_grads()        -- name -> gradient of what this rank owns, averaged over ranks
 //   fsdp:gather(name)        -- the whole value, on every rank (collective)
 //   fsdp:prefetched()        -- reads served by a prefetch so far (fsdp.h: the last run's script)
+//   fsdp:broadcasts()        -- broadcasts of parts started by reads and prefetches so far
+//   fsdp:reduces()           -- gradient reduces so far
+//   fsdp:kept_peak_bytes()   -- the most bytes kept for remat's recomputations at once
+//   fsdp:kept_bytes()        -- the bytes kept now
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quote.h"
 #include "dist.h"
 #include "distributed/fsdp.h"
 #include "lua_util.h"
@@ -37,7 +43,7 @@ int fsdp_gc(lua_State* L) {
   return 0;
 }
 
-// bv.dist.fsdp(group, specs)
+// bv.dist.fsdp(group, specs[, options])
 int fsdp_new(lua_State* L) {
   std::shared_ptr<DistGroup> group = check_dist_group(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -67,7 +73,23 @@ int fsdp_new(lua_State* L) {
     lua_pop(L, 4);
     specs.push_back(std::move(s));
   }
-  auto fs = std::make_shared<FsdpParams>(std::move(group), std::move(specs));
+  bool reshard_after_forward = true;
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) != LUA_TSTRING ||
+          std::string(lua_tostring(L, -2)) != "reshard_after_forward") {
+        lua_pushvalue(L, -2);
+        raise(L, str("fsdp: unknown option '", snippet(luaL_tolstring(L, -1, nullptr)),
+                     "' (reshard_after_forward is the only one)"));
+      }
+      if (!lua_isboolean(L, -1)) raise(L, "fsdp: reshard_after_forward must be true or false");
+      reshard_after_forward = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  auto fs = std::make_shared<FsdpParams>(std::move(group), std::move(specs), reshard_after_forward);
   void* p = lua_newuserdatauv(L, sizeof(FsdpPtr), 0);
   new (p) FsdpPtr(std::move(fs));
   luaL_setmetatable(L, kFsdpMeta);
@@ -116,6 +138,26 @@ int fsdp_prefetched(lua_State* L) {
   return 1;
 }
 
+int fsdp_broadcasts(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).broadcasts());
+  return 1;
+}
+
+int fsdp_reduces(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).reduces());
+  return 1;
+}
+
+int fsdp_kept_peak_bytes(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).kept_peak_bytes());
+  return 1;
+}
+
+int fsdp_kept_bytes(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).kept_bytes());
+  return 1;
+}
+
 int fsdp_take_grads(lua_State* L) {
   auto grads = check_fsdp(L, 1).take_grads();
   lua_createtable(L, 0, static_cast<int>(grads.size()));
@@ -142,6 +184,10 @@ void open_fsdp(lua_State* L) {
       BV_FN("take_grads", fsdp_take_grads),
       BV_FN("gather", fsdp_gather),
       BV_FN("prefetched", fsdp_prefetched),
+      BV_FN("broadcasts", fsdp_broadcasts),
+      BV_FN("reduces", fsdp_reduces),
+      BV_FN("kept_peak_bytes", fsdp_kept_peak_bytes),
+      BV_FN("kept_bytes", fsdp_kept_bytes),
       {nullptr, nullptr},
   };
   luaL_newmetatable(L, kFsdpMeta);

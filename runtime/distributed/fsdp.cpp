@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/tensor_util.h"
 #include "distributed/dist.h"
+#include "models/remat.h"
 
 namespace bv {
 
@@ -28,13 +29,14 @@ at::Tensor make_placeholder(const std::vector<int64_t>& shape, const at::TensorO
 // the owner's gradient; the node passes none back itself). Every process runs both, in the same
 // order (backward visits the same graph on every process).
 struct Fetch : torch::autograd::Function<Fetch> {
-  // input: the owner's part (the owner) or FsdpParams::dummy_ (the others).
+  // input: the owner's part (the owner) or FsdpParams::dummy_ (the others). kept: 1 when the
+  // value is the one remat's forward kept (FsdpParams::kept_).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor input,
-                            FsdpParams* self, int64_t index, int64_t row) {
+                            FsdpParams* self, int64_t index, int64_t row, int64_t kept) {
     ctx->saved_data["self"] = reinterpret_cast<int64_t>(self);
     ctx->saved_data["index"] = index;
     ctx->saved_data["row"] = row;
-    return self->receive({static_cast<size_t>(index), row}, input);
+    return self->receive({static_cast<size_t>(index), row}, input, kept != 0);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -43,14 +45,15 @@ struct Fetch : torch::autograd::Function<Fetch> {
     self->reduce_grad(
         {static_cast<size_t>(ctx->saved_data["index"].toInt()), ctx->saved_data["row"].toInt()},
         grads[0]);
-    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs)
-    : group_(std::move(group)) {
+FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs,
+                       bool reshard_after_forward)
+    : group_(std::move(group)), reshard_after_forward_(reshard_after_forward) {
   BV_CHECK(group_, "fsdp: no process group");
   rank_ = dist_rank(*group_);
   world_ = dist_world_size(*group_);
@@ -156,6 +159,7 @@ void FsdpParams::reduce_grad(const Part& part, const at::Tensor& grad) {
   int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
   // A copy: reduced in place, and the engine may still hold the incoming buffer.
   at::Tensor buffer = grad.contiguous().clone();
+  ++reduces_;
   reducing_bytes_ += static_cast<int64_t>(buffer.nbytes());
   reducing_.push_back({part, buffer, dist_reduce_start(*group_, buffer, owner)});
   while (reducing_.size() > 1 &&
@@ -193,10 +197,29 @@ at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
   at::Tensor input = dummy_;
   if (owner == rank_) input = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
   size_t index = static_cast<size_t>(&p - params_.data());
+  Part part{index, row};
+  auto kept = kept_.find(part);
+  if (kept != kept_.end()) {
+    // Kept by remat's forward: no broadcast, and not a read of the prefetch script. Another
+    // gradient-free read (a whole stack read by each layer) leaves it kept; the recomputation's
+    // read takes it, with the gradient path to the owner.
+    if (!at::GradMode::is_enabled()) {
+      return kept->second.defined() ? kept->second : owner_value(p, row);
+    }
+    return Fetch::apply(input, this, static_cast<int64_t>(index), row, int64_t{1});
+  }
   size_t pos = reads_.size();
-  reads_.emplace_back(index, row);
-  on_script_ = on_script_ && pos < last_reads_.size() && last_reads_[pos] == reads_.back();
-  at::Tensor value = Fetch::apply(input, this, static_cast<int64_t>(index), row);
+  reads_.push_back(part);
+  on_script_ = on_script_ && pos < last_reads_.size() && last_reads_[pos] == part;
+  at::Tensor value = Fetch::apply(input, this, static_cast<int64_t>(index), row, int64_t{0});
+  if (!reshard_after_forward_ && !at::GradMode::is_enabled() && models::remat_forward_running()) {
+    // A copy of the tensor object, so that the recomputation's Fetch marking it as its output
+    // does not touch what the forward holds.
+    at::Tensor keep = owner == rank_ ? at::Tensor() : value.detach();
+    if (keep.defined()) kept_bytes_ += static_cast<int64_t>(keep.nbytes());
+    kept_peak_bytes_ = std::max(kept_peak_bytes_, kept_bytes_);
+    kept_[part] = keep;
+  }
   if (on_script_) prefetch_after(pos);  // after this read's own broadcast, not before it
   return value;
 }
@@ -208,7 +231,17 @@ at::Tensor FsdpParams::owner_value(const Param& p, int64_t row) const {
   return part.detach().clone(at::MemoryFormat::Contiguous);
 }
 
-at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input) {
+at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input, bool kept) {
+  if (kept) {
+    auto k = kept_.find(part);
+    BV_CHECK(k != kept_.end(), "fsdp: part ", part.second, " of '", params_[part.first].name,
+             "' was not kept");
+    at::Tensor value = std::move(k->second);
+    kept_.erase(k);
+    if (!value.defined()) return input.detach().clone();  // the owner's own
+    kept_bytes_ -= static_cast<int64_t>(value.nbytes());
+    return value;
+  }
   auto it = ahead_.find(part);
   if (it != ahead_.end()) {
     Ahead a = std::move(it->second.front());
@@ -231,6 +264,7 @@ at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input) {
   }
   std::vector<at::Tensor> bufs{out};
   dist_broadcast(*group_, bufs, owner);
+  ++broadcasts_;
   return out;
 }
 
@@ -254,6 +288,7 @@ void FsdpParams::prefetch_after(size_t pos) {
                                    p.options);
     at::NoGradGuard no_grad;
     Ahead a{buffer, dist_broadcast_start(*group_, buffer, owner)};
+    ++broadcasts_;
     ahead_bytes_ += static_cast<int64_t>(buffer.nbytes());
     ahead_[part].push_back(std::move(a));
   }
@@ -263,6 +298,8 @@ void FsdpParams::prefetch_after(size_t pos) {
 void FsdpParams::clear_cache() {
   finish_reduces();  // the backward is over: nothing is left to overlap them with
   cache_.clear();
+  kept_.clear();  // kept for a recomputation that did not come (no backward through the layer)
+  kept_bytes_ = 0;
   for (auto& [part, queue] : ahead_) {
     for (Ahead& a : queue) dist_wait(*a.pending);  // started everywhere: finished alike
   }

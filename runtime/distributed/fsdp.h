@@ -16,6 +16,15 @@
 // read starts the broadcasts of the reads that followed it last time (up to kPrefetchReads or
 // kPrefetchBytes ahead), so the next parameters travel while this layer computes. Every
 // process decides this alike from the same reads, so the collectives still match.
+//
+// Under remat (models/remat.h) a layer's parts are read twice a step: by its gradient-free forward
+// and by its recomputation in the backward. reshard_after_forward (FSDP's choice; true by default)
+// drops the forward's values, so each part is broadcast twice. With false, a part read during
+// remat's forward is kept (on the ranks that do not own it; the owner has its own) until the
+// recomputation's read, which takes it with its gradient path and no broadcast; the script of
+// prefetches holds broadcasts only, so a kept read is never prefetched. The cost: the layers'
+// parts stay whole from their forward to their recomputation (at the end of the forward, every
+// layer's). Every process keeps and serves alike: the decision follows the reads.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -44,7 +53,8 @@ struct FsdpParamSpec {
 
 class FsdpParams : public models::ParamSource {
  public:
-  FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs);
+  FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs,
+             bool reshard_after_forward = true);
 
   // What the model's Params hold for `name`.
   at::Tensor placeholder(const std::string& name) const;
@@ -64,6 +74,14 @@ class FsdpParams : public models::ParamSource {
   void clear_cache();
   // Reads served by a prefetch since this FsdpParams was made (tests, diagnostics).
   int64_t prefetched() const { return prefetched_; }
+  // Broadcasts of parts started by reads and prefetches, and gradient reduces, since this
+  // FsdpParams was made (tests, diagnostics; gather's are not counted).
+  int64_t broadcasts() const { return broadcasts_; }
+  int64_t reduces() const { return reduces_; }
+  // The most bytes of parts kept for remat's recomputation at any time (reshard_after_forward =
+  // false) on this rank, and the bytes kept now.
+  int64_t kept_peak_bytes() const { return kept_peak_bytes_; }
+  int64_t kept_bytes() const { return kept_bytes_; }  // now
 
   at::Tensor whole(const at::Tensor& held) override;
   at::Tensor layer(const at::Tensor& held, int64_t i) override;
@@ -82,8 +100,9 @@ class FsdpParams : public models::ParamSource {
 
   using Part = std::pair<size_t, int64_t>;  // (parameter index, row; -1 = whole)
   // Part `part`'s value from its owner (the forward of a fetch): a prefetched broadcast's, else
-  // one made now. `input`: the owner's own value (others: dummy_).
-  at::Tensor receive(const Part& part, const at::Tensor& input);
+  // one made now; `kept`: the value remat's forward kept (taken). `input`: the owner's own value
+  // (others: dummy_).
+  at::Tensor receive(const Part& part, const at::Tensor& input, bool kept);
   // The backward of a fetch: starts reducing `grad` to the part's owner and returns at once, so
   // the reduce overlaps the rest of the backward. The owner adds the reduced value (a mean over
   // processes) to its gradient when the reduce is finished: once more than kReduceParts or
@@ -125,6 +144,11 @@ class FsdpParams : public models::ParamSource {
   std::deque<Reducing> reducing_;  // gradient reduces under way, oldest first
   int64_t reducing_bytes_ = 0;
   std::map<size_t, at::Tensor> grads_;  // parameter index -> gradient of what this rank owns
+  bool reshard_after_forward_ = true;
+  // Parts read during remat's forward, until the recomputation reads them: the value, or
+  // undefined on the owner (it serves its own).
+  std::map<Part, at::Tensor> kept_;
+  int64_t kept_bytes_ = 0, kept_peak_bytes_ = 0, broadcasts_ = 0, reduces_ = 0;
 };
 
 }  // namespace bv

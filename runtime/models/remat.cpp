@@ -61,13 +61,21 @@ const at::Tensor& anchor() {
   return a;
 }
 
+thread_local int forward_depth = 0;
+
 }  // namespace
+
+bool remat_forward_running() { return forward_depth > 0; }
 
 at::Tensor remat(std::function<at::Tensor(const at::Tensor&)> layer, const at::Tensor& x) {
   if (!at::GradMode::is_enabled()) return layer(x);
   at::Tensor y;
   {
     at::NoGradGuard no_grad;
+    struct Depth {
+      Depth() { ++forward_depth; }
+      ~Depth() { --forward_depth; }
+    } depth;
     y = layer(x.detach());
   }
   auto node = make_node<RematBackward>();

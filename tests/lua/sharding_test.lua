@@ -114,6 +114,10 @@ T.test("bad mesh, strategy or rules name themselves", function()
            "fsdp has no argument 'foo'")
   T.raises(function() sharding.new({sharding_rules = {"act_batch"}}, nil) end,
            "config.sharding_rules[1] must be a {name, axes} pair")
+  T.raises(function() sharding.new({sharding_reshard_after_forward = "no"}, nil) end,
+           "config.sharding_reshard_after_forward must be true or false, got no")
+  T.eq(sharding.new({}, nil).reshard_after_forward, true)
+  T.eq(sharding.new({sharding_reshard_after_forward = false}, nil).reshard_after_forward, false)
   local s = sharding.new({sharding_strategy = {{"img/.*", "replicate"}}}, nil)
   T.raises(function() s:plan(shapes()) end, "no entry matches parameter")
   sharding.new({mesh = {{"data", -1}}, sharding_rules = {{"act_batch", {"data"}}}}, nil)  -- fine
