@@ -72,6 +72,9 @@ train fsdp_accum 2 "$FSDP" --config.accum_steps=2
 # (every rank sends its optimizer state to rank 0) and resuming from one.
 export BV_CHECK_COLLECTIVES=${BV_CHECK_COLLECTIVES:-1}
 BV_TEST_DEVICE=1 train fsdp_scan_dev 2 "$FSDP" $SCAN --device fake
+# remat'd layers keep their fetched parameters for the recomputation (one broadcast, not two)
+BV_TEST_DEVICE=1 train fsdp_scan_keep_dev 2 "$FSDP" $SCAN --device fake \
+  --config.sharding_reshard_after_forward=false
 BV_TEST_DEVICE=1 train zero1_dev 2 "$ZERO1" --device fake
 BV_TEST_DEVICE=1 train fsdp_dev_resume 2 "$FSDP" --device fake --config.total_steps=4
 BV_TEST_DEVICE=1 train fsdp_dev_resume 2 "$FSDP" --device fake
@@ -103,6 +106,7 @@ BV_DIST_TIMEOUT=2 train slow_save 2 --config.trainer="$TMP/slow_save.lua" --conf
 for _, pair in ipairs({{'rep', 'one'}, {'fsdp', 'one'}, {'a2to1', 'one'}, {'a1to2', 'one'},
                       {'zero1', 'one'}, {'fsdp_scan', 'one_scan'}, {'s2to1', 'one_scan'},
                       {'fsdp_accum', 'one_accum'}, {'fsdp_scan_dev', 'one_scan'},
+                      {'fsdp_scan_keep_dev', 'one_scan'},
                       {'zero1_dev', 'one'}, {'fsdp_dev_resume', 'one'},
                       {'zero1_dev_resume', 'one'}}) do
   local w, ref = pair[1], bv.ckpt.load('$TMP/' .. pair[2])
