@@ -23,9 +23,6 @@ int pp_shuffled_item(lua_State* L) {
   auto seed = static_cast<uint64_t>(check_int(L, 1));
   std::string scope = check_string(L, 2), id = check_string(L, 3);
   int64_t visit = check_int(L, 4), n = check_int(L, 5);
-  if (n < 1)
-    raise(L, "shuffled_item: needs at least one item to choose from, got " + std::to_string(n));
-  if (visit < 0) raise(L, "shuffled_item: the visit must be >= 0, got " + std::to_string(visit));
   lua_pushinteger(L, pp::shuffled_item(seed, scope, id, visit, n) + 1);
   return 1;
 }

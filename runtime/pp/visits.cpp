@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/pipeline.h"
 
 namespace bv::pp {
 
@@ -16,13 +17,6 @@ namespace {
 uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
   return h;
-}
-
-// splitmix64's finaliser: spreads every input bit over the seed.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 struct Counts {
@@ -44,7 +38,7 @@ int64_t shuffled_item(uint64_t seed, const std::string& scope, const std::string
   // The id is hashed after a separator byte so that ("ab", "c") and ("a", "bc") differ.
   uint64_t key = fnv1a(id, fnv1a(std::string(1, '\0'), fnv1a(scope)));
   uint64_t round = static_cast<uint64_t>(visit / n);
-  Rng rng(mix(seed ^ mix(key + 0x9e3779b97f4a7c15ULL * (round + 1))));
+  Rng rng(data::mix_seed(seed, data::mix_seed(key, round)));
   // Fisher-Yates, stopped once position visit % n is fixed.
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
