@@ -2,15 +2,21 @@
 // lib/bv/sharding.lua.
 //
 //   local fsdp = bv.dist.fsdp(group, {{name = "w", value = tensor, owners = {0} | {r0, r1, ...}}}
-//                             [, {reshard_after_forward = true | false}])
+//                             [, {reshard_after_forward = true | false,
+//                                 wire_dtype = "float32" | "bfloat16"}])
 //   fsdp:placeholder(name)   -- what the model's params table holds for it
 //   fsdp:owned(name)         -- what this rank owns of it (whole, or its rows stacked), or nil
 //   fsdp:run(fn, ...)        -- fn(...) with the placeholders resolved (a training step)
 //   fsdp:take_grads()        -- name -> gradient of what this rank owns, averaged over ranks
 //   fsdp:gather(name)        -- the whole value, on every rank (collective)
+//   fsdp:read(name[, layer]) -- inside fs:run, on every rank: what the model's read of `name`
+//                               gets (param(), or layer_param() of layer 1..n), without
+//                               gradients; one of the run's reads (a collective)
 //   fsdp:prefetched()        -- reads served by a prefetch so far (fsdp.h: the last run's script)
 //   fsdp:broadcasts()        -- broadcasts of parts started by reads and prefetches so far
 //   fsdp:reduces()           -- gradient reduces so far
+//   fsdp:broadcast_bytes()   -- the bytes of those broadcasts (bfloat16 copies: wire_dtype)
+//   fsdp:reduce_bytes()      -- the bytes of those reduces
 //   fsdp:kept_peak_bytes()   -- the most bytes kept for remat's recomputations at once
 //   fsdp:kept_bytes()        -- the bytes kept now
 #include <ATen/ATen.h>
@@ -73,23 +79,32 @@ int fsdp_new(lua_State* L) {
     lua_pop(L, 4);
     specs.push_back(std::move(s));
   }
-  bool reshard_after_forward = true;
+  bool reshard_after_forward = true, wire_bfloat16 = false;
   if (!lua_isnoneornil(L, 3)) {
     luaL_checktype(L, 3, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, 3)) {
-      if (lua_type(L, -2) != LUA_TSTRING ||
-          std::string(lua_tostring(L, -2)) != "reshard_after_forward") {
+      std::string key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+      if (key == "reshard_after_forward") {
+        if (!lua_isboolean(L, -1)) raise(L, "fsdp: reshard_after_forward must be true or false");
+        reshard_after_forward = lua_toboolean(L, -1);
+      } else if (key == "wire_dtype") {
+        std::string v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        if (v != "float32" && v != "bfloat16") {
+          raise(L, str("fsdp: wire_dtype must be \"float32\" or \"bfloat16\", got ",
+                       snippet(luaL_tolstring(L, -1, nullptr))));
+        }
+        wire_bfloat16 = v == "bfloat16";
+      } else {
         lua_pushvalue(L, -2);
         raise(L, str("fsdp: unknown option '", snippet(luaL_tolstring(L, -1, nullptr)),
-                     "' (reshard_after_forward is the only one)"));
+                     "' (reshard_after_forward and wire_dtype are the options)"));
       }
-      if (!lua_isboolean(L, -1)) raise(L, "fsdp: reshard_after_forward must be true or false");
-      reshard_after_forward = lua_toboolean(L, -1);
       lua_pop(L, 1);
     }
   }
-  auto fs = std::make_shared<FsdpParams>(std::move(group), std::move(specs), reshard_after_forward);
+  auto fs = std::make_shared<FsdpParams>(std::move(group), std::move(specs), reshard_after_forward,
+                                         wire_bfloat16);
   void* p = lua_newuserdatauv(L, sizeof(FsdpPtr), 0);
   new (p) FsdpPtr(std::move(fs));
   luaL_setmetatable(L, kFsdpMeta);
@@ -148,6 +163,16 @@ int fsdp_reduces(lua_State* L) {
   return 1;
 }
 
+int fsdp_broadcast_bytes(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).broadcast_bytes());
+  return 1;
+}
+
+int fsdp_reduce_bytes(lua_State* L) {
+  lua_pushinteger(L, check_fsdp(L, 1).reduce_bytes());
+  return 1;
+}
+
 int fsdp_kept_peak_bytes(lua_State* L) {
   lua_pushinteger(L, check_fsdp(L, 1).kept_peak_bytes());
   return 1;
@@ -173,6 +198,23 @@ int fsdp_gather(lua_State* L) {
   return 1;
 }
 
+int fsdp_read(lua_State* L) {
+  FsdpParams& fs = check_fsdp(L, 1);
+  at::Tensor held = fs.placeholder(luaL_checkstring(L, 2));
+  at::NoGradGuard no_grad;
+  if (lua_isnoneornil(L, 3)) {
+    push_tensor(L, fs.whole(held));
+  } else {
+    lua_Integer i = luaL_checkinteger(L, 3);
+    if (held.dim() == 0 || i < 1 || i > held.size(0)) {
+      raise(L, str("fsdp:read: layer ", i, " is not a row of '", lua_tostring(L, 2), "' (1 to ",
+                   held.dim() == 0 ? 0 : held.size(0), ")"));
+    }
+    push_tensor(L, fs.layer(held, i - 1));
+  }
+  return 1;
+}
+
 }  // namespace
 
 // Adds bv.dist.fsdp; the `dist` table is at the top of the stack.
@@ -183,9 +225,12 @@ void open_fsdp(lua_State* L) {
       BV_FN("run", fsdp_run),
       BV_FN("take_grads", fsdp_take_grads),
       BV_FN("gather", fsdp_gather),
+      BV_FN("read", fsdp_read),
       BV_FN("prefetched", fsdp_prefetched),
       BV_FN("broadcasts", fsdp_broadcasts),
       BV_FN("reduces", fsdp_reduces),
+      BV_FN("broadcast_bytes", fsdp_broadcast_bytes),
+      BV_FN("reduce_bytes", fsdp_reduce_bytes),
       BV_FN("kept_peak_bytes", fsdp_kept_peak_bytes),
       BV_FN("kept_bytes", fsdp_kept_bytes),
       {nullptr, nullptr},

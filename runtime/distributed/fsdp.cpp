@@ -52,8 +52,9 @@ struct Fetch : torch::autograd::Function<Fetch> {
 }  // namespace
 
 FsdpParams::FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs,
-                       bool reshard_after_forward)
-    : group_(std::move(group)), reshard_after_forward_(reshard_after_forward) {
+                       bool reshard_after_forward, bool wire_bfloat16)
+    : group_(std::move(group)), reshard_after_forward_(reshard_after_forward),
+      wire_bfloat16_(wire_bfloat16) {
   BV_CHECK(group_, "fsdp: no process group");
   rank_ = dist_rank(*group_);
   world_ = dist_world_size(*group_);
@@ -157,9 +158,13 @@ void FsdpParams::reduce_grad(const Part& part, const at::Tensor& grad) {
   at::NoGradGuard no_grad;
   const Param& p = params_[part.first];
   int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
-  // A copy: reduced in place, and the engine may still hold the incoming buffer.
-  at::Tensor buffer = grad.contiguous().clone();
+  // A copy: reduced in place, and the engine may still hold the incoming buffer. Narrow: this
+  // rank's gradient rounded to bfloat16, and the sum travels as bfloat16.
+  at::Tensor buffer = narrow(p) ? grad.to(grad.options().dtype(at::kBFloat16), false, false,
+                                          at::MemoryFormat::Contiguous)
+                                : grad.contiguous().clone();
   ++reduces_;
+  reduce_bytes_ += static_cast<int64_t>(buffer.nbytes());
   reducing_bytes_ += static_cast<int64_t>(buffer.nbytes());
   reducing_.push_back({part, buffer, dist_reduce_start(*group_, buffer, owner)});
   while (reducing_.size() > 1 &&
@@ -178,7 +183,10 @@ void FsdpParams::finish_reduce() {
   int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
   if (owner != rank_) return;
   at::NoGradGuard no_grad;
-  at::Tensor g = r.buffer.div_(static_cast<double>(world_));
+  // Narrow: the bfloat16 sum becomes float32 here, before the division and the float32
+  // accumulation below (over accum_steps passes and a part's several reads).
+  at::Tensor sum = narrow(p) ? r.buffer.to(at::kFloat) : r.buffer;
+  at::Tensor g = sum.div_(static_cast<double>(world_));
   at::Tensor& total = grads_[r.part.first];
   if (row < 0) {
     total = total.defined() ? total.add_(g) : g;
@@ -204,7 +212,7 @@ at::Tensor FsdpParams::fetch(Param& p, int64_t row) {
     // gradient-free read (a whole stack read by each layer) leaves it kept; the recomputation's
     // read takes it, with the gradient path to the owner.
     if (!at::GradMode::is_enabled()) {
-      return kept->second.defined() ? kept->second : owner_value(p, row);
+      return kept->second.defined() ? kept->second : own_value(p, row);
     }
     return Fetch::apply(input, this, static_cast<int64_t>(index), row, int64_t{1});
   }
@@ -231,14 +239,51 @@ at::Tensor FsdpParams::owner_value(const Param& p, int64_t row) const {
   return part.detach().clone(at::MemoryFormat::Contiguous);
 }
 
-at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input, bool kept) {
+bool FsdpParams::narrow(const Param& p) const {
+  return wire_bfloat16_ && p.options.dtype() == at::kFloat;
+}
+
+at::Tensor FsdpParams::send_buffer(const Param& p, int64_t row) const {
+  int owner = row < 0 ? p.owners[0] : p.owners[static_cast<size_t>(row)];
+  if (rank_ == owner) {
+    if (!narrow(p)) return owner_value(p, row);
+    const at::Tensor& part = row < 0 ? p.owned : p.owned[p.owned_row[static_cast<size_t>(row)]];
+    return part.detach().to(p.options.dtype(at::kBFloat16), false, true,
+                            at::MemoryFormat::Contiguous);  // round to nearest even
+  }
+  return at::empty(std::vector<int64_t>(p.shape.begin() + (row < 0 ? 0 : 1), p.shape.end()),
+                   narrow(p) ? p.options.dtype(at::kBFloat16) : p.options);
+}
+
+at::Tensor FsdpParams::from_wire(const Param& p, const at::Tensor& buffer) const {
+  return narrow(p) ? buffer.to(p.options.dtype()) : buffer;
+}
+
+at::Tensor FsdpParams::own_value(const Param& p, int64_t row) const {
+  return narrow(p) ? from_wire(p, send_buffer(p, row)) : owner_value(p, row);
+}
+
+std::shared_ptr<PendingCollective> FsdpParams::broadcast(const Param& p, const at::Tensor& buffer,
+                                                         int owner, bool start) {
+  ++broadcasts_;
+  broadcast_bytes_ += static_cast<int64_t>(buffer.nbytes());
+  // A broadcast copies bits: a bfloat16 buffer goes as the float16 view of its bytes, which every
+  // backend moves 2 bytes a value (bv.dist's Gloo path would widen bfloat16 to float32).
+  at::Tensor wire = narrow(p) ? buffer.view(at::kHalf) : buffer;
+  if (start) return dist_broadcast_start(*group_, wire, owner);
+  std::vector<at::Tensor> bufs{wire};
+  dist_broadcast(*group_, bufs, owner);
+  return nullptr;
+}
+
+at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& /*input*/, bool kept) {
   if (kept) {
     auto k = kept_.find(part);
     BV_CHECK(k != kept_.end(), "fsdp: part ", part.second, " of '", params_[part.first].name,
              "' was not kept");
     at::Tensor value = std::move(k->second);
     kept_.erase(k);
-    if (!value.defined()) return input.detach().clone();  // the owner's own
+    if (!value.defined()) return own_value(params_[part.first], part.second);  // the owner's
     kept_bytes_ -= static_cast<int64_t>(value.nbytes());
     return value;
   }
@@ -250,22 +295,14 @@ at::Tensor FsdpParams::receive(const Part& part, const at::Tensor& input, bool k
     dist_wait(*a.pending);
     ahead_bytes_ -= static_cast<int64_t>(a.value.nbytes());
     ++prefetched_;
-    return a.value;
+    return from_wire(params_[part.first], a.value);
   }
   const Param& p = params_[part.first];
   int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
-  at::Tensor out;
-  if (rank_ == owner) {
-    out = input.detach().clone();
-  } else {
-    out =
-        at::empty(std::vector<int64_t>(p.shape.begin() + (part.second < 0 ? 0 : 1), p.shape.end()),
-                  p.options);
-  }
-  std::vector<at::Tensor> bufs{out};
-  dist_broadcast(*group_, bufs, owner);
-  ++broadcasts_;
-  return out;
+  // The owner sends a copy of its part (the broadcast writes in place).
+  at::Tensor out = send_buffer(p, part.second);
+  broadcast(p, out, owner, false);
+  return from_wire(p, out);
 }
 
 // How far ahead reads are prefetched: a few tensors, so that the next ones travel while this
@@ -281,14 +318,9 @@ void FsdpParams::prefetch_after(size_t pos) {
     if (part.second < 0 && cache_.count(part.first)) continue;  // whole, already here
     const Param& p = params_[part.first];
     int owner = part.second < 0 ? p.owners[0] : p.owners[static_cast<size_t>(part.second)];
-    at::Tensor buffer =
-        rank_ == owner ? owner_value(p, part.second)
-                       : at::empty(std::vector<int64_t>(p.shape.begin() + (part.second < 0 ? 0 : 1),
-                                                        p.shape.end()),
-                                   p.options);
     at::NoGradGuard no_grad;
-    Ahead a{buffer, dist_broadcast_start(*group_, buffer, owner)};
-    ++broadcasts_;
+    at::Tensor buffer = send_buffer(p, part.second);
+    Ahead a{buffer, broadcast(p, buffer, owner, true)};
     ahead_bytes_ += static_cast<int64_t>(buffer.nbytes());
     ahead_[part].push_back(std::move(a));
   }

@@ -25,6 +25,19 @@
 // prefetches holds broadcasts only, so a kept read is never prefetched. The cost: the layers'
 // parts stay whole from their forward to their recomputation (at the end of the forward, every
 // layer's). Every process keeps and serves alike: the decision follows the reads.
+//
+// wire_dtype bfloat16 (config.sharding_wire_dtype; float32, the default, sends parameters and
+// gradients as they are): a float32 parameter's parts travel as bfloat16 both ways. The owner
+// broadcasts its float32 value rounded to bfloat16 (round to nearest even), and every rank, the
+// owner included, computes with that rounded value converted back to float32: all replicas of the
+// forward see the same parameter, as they do in float32. Each rank rounds its gradient of a part
+// to bfloat16 and the sum over ranks arrives at the owner as bfloat16 (the backend adds in
+// bfloat16 at each hop: NCCL; bv.dist's Gloo path widens bfloat16 to float32 for the sum and
+// rounds it once at the end); the owner converts that sum to float32, divides it by the number of
+// processes and adds it to its float32 gradient, so the accumulation over accum_steps passes and
+// over a part's several reads is float32. The owned values, their gradients and the optimizer's
+// state stay float32; gather (whole values for checkpoints and evaluation) sends float32; a
+// parameter of another dtype travels as it is.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -54,7 +67,7 @@ struct FsdpParamSpec {
 class FsdpParams : public models::ParamSource {
  public:
   FsdpParams(std::shared_ptr<DistGroup> group, std::vector<FsdpParamSpec> specs,
-             bool reshard_after_forward = true);
+             bool reshard_after_forward = true, bool wire_bfloat16 = false);
 
   // What the model's Params hold for `name`.
   at::Tensor placeholder(const std::string& name) const;
@@ -78,6 +91,10 @@ class FsdpParams : public models::ParamSource {
   // FsdpParams was made (tests, diagnostics; gather's are not counted).
   int64_t broadcasts() const { return broadcasts_; }
   int64_t reduces() const { return reduces_; }
+  // The bytes of those broadcasts and reduces (each counted once, as it is handed to the
+  // collective: the bfloat16 copies under wire_dtype bfloat16).
+  int64_t broadcast_bytes() const { return broadcast_bytes_; }
+  int64_t reduce_bytes() const { return reduce_bytes_; }
   // The most bytes of parts kept for remat's recomputation at any time (reshard_after_forward =
   // false) on this rank, and the bytes kept now.
   int64_t kept_peak_bytes() const { return kept_peak_bytes_; }
@@ -101,7 +118,7 @@ class FsdpParams : public models::ParamSource {
   using Part = std::pair<size_t, int64_t>;  // (parameter index, row; -1 = whole)
   // Part `part`'s value from its owner (the forward of a fetch): a prefetched broadcast's, else
   // one made now; `kept`: the value remat's forward kept (taken). `input`: the owner's own value
-  // (others: dummy_).
+  // (others: dummy_), the fetch's autograd input; the value sent is read from `owned`.
   at::Tensor receive(const Part& part, const at::Tensor& input, bool kept);
   // The backward of a fetch: starts reducing `grad` to the part's owner and returns at once, so
   // the reduce overlaps the rest of the backward. The owner adds the reduced value (a mean over
@@ -123,6 +140,19 @@ class FsdpParams : public models::ParamSource {
   // Starts the broadcasts of the reads that followed read number `pos` in the last run.
   void prefetch_after(size_t pos);
   at::Tensor owner_value(const Param& p, int64_t row) const;
+  // Whether `p`'s parts travel as bfloat16 (wire_dtype bfloat16 and a float32 parameter).
+  bool narrow(const Param& p) const;
+  // What a broadcast of part `row` of `p` sends (the owner: owner_value, as bfloat16 when
+  // narrow) or receives into (the others: a new buffer of that dtype), and its value for the
+  // model (the buffer, or its float32 copy when narrow: the same on every rank).
+  at::Tensor send_buffer(const Param& p, int64_t row) const;
+  at::Tensor from_wire(const Param& p, const at::Tensor& buffer) const;
+  // The owner's own value of a part that it does not broadcast (one kept for remat's
+  // recomputation): what the others received, rounded alike when narrow.
+  at::Tensor own_value(const Param& p, int64_t row) const;
+  // Broadcasts `buffer` from `owner`: now (start false) or started (the pending collective).
+  std::shared_ptr<PendingCollective> broadcast(const Param& p, const at::Tensor& buffer, int owner,
+                                               bool start);
   struct Reducing {
     Part part;
     at::Tensor buffer;
@@ -145,10 +175,12 @@ class FsdpParams : public models::ParamSource {
   int64_t reducing_bytes_ = 0;
   std::map<size_t, at::Tensor> grads_;  // parameter index -> gradient of what this rank owns
   bool reshard_after_forward_ = true;
+  bool wire_bfloat16_ = false;
   // Parts read during remat's forward, until the recomputation reads them: the value, or
   // undefined on the owner (it serves its own).
   std::map<Part, at::Tensor> kept_;
   int64_t kept_bytes_ = 0, kept_peak_bytes_ = 0, broadcasts_ = 0, reduces_ = 0;
+  int64_t broadcast_bytes_ = 0, reduce_bytes_ = 0;
 };
 
 }  // namespace bv
