@@ -416,6 +416,44 @@ function SECTIONS.sharding()
     print(string.format("  %-20s %8.3f %8d %7d %6.2f %7.2f", s, row.steps_s, row.peak_mib[1],
                         row.peak_mib[2], row.x_speed, row.x_memory))
   end
+  -- replicate's all-reduce after the backward against during it (config.sharding_overlap), on
+  -- the unscanned ViT-B/16 (a parameter per block, so the last blocks' gradients are ready
+  -- while the first blocks' are still being computed), the two alternating ROUNDS times.
+  local steps = 6
+  print(string.format("\nsharding, replicate's all-reduce during the backward: the same ViT-B/16 "
+                      .. "unscanned, no remat, %d steps; median of %d alternating rounds", steps,
+                      rounds))
+  print(string.format("  %-22s %8s %16s %6s %7s   %s", "replicate", "steps/s", "peak MiB r0 r1",
+                      "speed", "memory", "each round"))
+  local runs = {["no-overlap"] = {}, overlap = {}}
+  for _ = 1, rounds do
+    for _, o in ipairs({"no-overlap", "overlap"}) do
+      local out = words(sh(string.format(
+        "%s launch --nproc 2 run scripts/bench_sharding.lua replicate %d %s layers | tail -1",
+        BVLUA, steps, o)))
+      table.insert(runs[o], {steps_s = tonumber(out[1]),
+                             peak_mib = {tonumber(out[2]), tonumber(out[3])}})
+    end
+  end
+  result.sharding_overlap = {}
+  local off
+  for _, o in ipairs({"no-overlap", "overlap"}) do
+    local rates, r0, r1 = {}, {}, {}
+    for i, run in ipairs(runs[o]) do
+      rates[i], r0[i], r1[i] = run.steps_s, run.peak_mib[1], run.peak_mib[2]
+    end
+    local row = {overlap = o == "overlap", steps_s = median(rates), rounds = rates,
+                 peak_mib = {median(r0), median(r1)}}
+    off = off or row
+    row.x_speed, row.x_memory = row.steps_s / off.steps_s, row.peak_mib[1] / off.peak_mib[1]
+    result.sharding_overlap[#result.sharding_overlap + 1] = row
+    local each = {}
+    for i, x in ipairs(rates) do each[i] = string.format("%.3f", x) end
+    print(string.format("  %-22s %8.3f %8d %7d %6.2f %7.2f   %s",
+                        o == "overlap" and "during the backward" or "after the backward",
+                        row.steps_s, row.peak_mib[1], row.peak_mib[2], row.x_speed, row.x_memory,
+                        table.concat(each, " ")))
+  end
 end
 
 -- The optimizer update alone (scripts/bench_optim.lua): bvlua's fused update against the plain

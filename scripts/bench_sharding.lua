@@ -1,20 +1,27 @@
 -- The sharding benchmark's per-rank side (scripts/bench's sharding section runs it under
 -- `bvlua launch`):
---   bvlua launch --nproc N run scripts/bench_sharding.lua STRATEGY STEPS
--- trains a scanned ViT-B/16 (86M parameters, Adam) on random 32x32 images for STEPS steps with
+--   bvlua launch --nproc N run scripts/bench_sharding.lua STRATEGY STEPS [OVERLAP [LAYERS]]
+-- trains a ViT-B/16 (86M parameters, Adam) on random 32x32 images for STEPS steps with
 -- config.sharding_strategy = STRATEGY, and prints rank 0's steps/s and every rank's peak
--- resident memory during training (VmHWM, reset after set-up).
+-- resident memory during training (VmHWM, reset after set-up). OVERLAP: "overlap" (the default)
+-- or "no-overlap", config.sharding_overlap. LAYERS: "scan" (the default: one stacked parameter
+-- per weight of the encoder blocks, rematerialised) or "layers" (a parameter per block and
+-- weight, so that the backward finishes the last block's gradients while the first block's are
+-- still to come: what the overlap needs).
 local json = require "bv.json"
 local sharding = require "bv.sharding"
 local strategy, steps = arg[1], tonumber(arg[2] or 4)
+local overlap, layers = arg[3] or "overlap", arg[4] or "scan"
+assert(overlap == "overlap" or overlap == "no-overlap", "OVERLAP: overlap or no-overlap")
+assert(layers == "scan" or layers == "layers", "LAYERS: scan or layers")
 local batch = 8
 
 local group = bv.dist.init{backend = "gloo", timeout = 600}
 local config = {sharding_strategy = {{".*", strategy}}, optax_name = "scale_by_adam", lr = 1e-4,
-                schedule = {}}
+                schedule = {}, sharding_overlap = overlap == "overlap"}
 local shard = sharding.new(config, group)
 local model = bv.models.build("vit", {variant = "B/16", num_classes = 10, image_size = 32,
-                                      scan = true})
+                                      scan = layers == "scan"})
 local params = model:init(0)
 local opt = sharding.make_optimizer(shard, json.encode(config), model:param_shapes(),
                                     {total_steps = steps + 1, batch_size = batch, data_size = batch})

@@ -32,8 +32,7 @@
 --                                                     -- S:plan, then this rank's optimizer
 --   params = S:hold(params)                           -- fsdp: keeps what this rank owns
 --   loss, grads = S:gradients(params, function(p) return model:loss_and_grads(p, batch) end)
---                                                     -- averaged over ranks (config.sharding_overlap:
---                                                     -- during the backward)
+--                                    -- averaged over ranks (sharding_overlap: during the backward)
 --   opt:update(S:owned(params), grads); S:sync_params(params)
 --   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
 --   opt:load_state_tensor(name, S:owned_opt_tensor(spec_entry, whole))  -- a resume, per tensor

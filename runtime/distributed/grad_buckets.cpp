@@ -37,6 +37,12 @@ struct Bucket {
   std::shared_ptr<PendingCollective> pending;
 };
 
+void ensure_buffer(Bucket& b) {
+  if (!b.flat.defined()) {
+    b.flat = at::empty({b.numel}, at::TensorOptions().dtype(b.dtype).device(b.device));
+  }
+}
+
 }  // namespace
 
 struct GradBuckets::State {
@@ -54,8 +60,8 @@ struct GradBuckets::State {
   GradBucketStats stats;
   mutable std::mutex mu;
 
-  void on_grad(size_t i, const void* impl, const at::Tensor& grad);
-  void pack(Slot& slot, const at::Tensor& grad, bool add_accumulated);
+  at::Tensor on_grad(size_t i, const void* impl, const at::Tensor& grad);
+  at::Tensor pack(Slot& slot, const at::Tensor& grad, bool add_accumulated);
   void start_ready(bool in_backward);
   void make_layout();
   void allocate();
@@ -69,34 +75,46 @@ namespace {
 void register_hook(const std::shared_ptr<GradBuckets::State>& s, size_t i, const at::Tensor& p) {
   std::weak_ptr<GradBuckets::State> weak = s;
   const void* impl = p.unsafeGetTensorImpl();
-  p.register_hook([weak, i, impl](const at::Tensor& grad) {
-    if (auto state = weak.lock()) state->on_grad(i, impl, grad);
+  p.register_hook([weak, i, impl](const at::Tensor& grad) -> at::Tensor {
+    if (auto state = weak.lock()) return state->on_grad(i, impl, grad);
+    return at::Tensor();  // undefined: the gradient as it is
   });
 }
 
 }  // namespace
 
 // Called by autograd (on its thread) with slot i's gradient of the last micro-batch, before it is
-// added to .grad (which holds the earlier micro-batches' sum).
-void GradBuckets::State::on_grad(size_t i, const void* impl, const at::Tensor& grad) {
+// added to .grad (which holds the earlier micro-batches' sum). Returns what autograd stores
+// instead (undefined: the gradient as it is).
+at::Tensor GradBuckets::State::on_grad(size_t i, const void* impl, const at::Tensor& grad) {
   std::lock_guard<std::mutex> lock(mu);
-  if (mode == Mode::kIdle || i >= slots.size()) return;
+  if (mode == Mode::kIdle || i >= slots.size()) return at::Tensor();
   Slot& slot = slots[i];
-  if (!slot.param.defined() || slot.param.unsafeGetTensorImpl() != impl || slot.seen) return;
+  if (!slot.param.defined() || slot.param.unsafeGetTensorImpl() != impl || slot.seen) {
+    return at::Tensor();
+  }
   slot.seen = true;
   if (mode == Mode::kRecord) {
     order.push_back(i);
-    return;
+    return at::Tensor();
   }
-  if (slot.bucket < 0) return;  // not in the layout: after_backward reduces it on its own
-  pack(slot, grad, /*add_accumulated=*/true);
+  if (slot.bucket < 0) return at::Tensor();  // not in the layout: after_backward reduces it
+  bool first = !slot.param.grad().defined();
+  at::Tensor packed = pack(slot, grad, /*add_accumulated=*/true);
   --buckets[slot.bucket].missing;
   start_ready(/*in_backward=*/true);
+  // With no earlier micro-batch, autograd takes the bucket's view as .grad instead of keeping
+  // the gradient it computed: one copy of the gradients in memory, not two. (accumulate reads
+  // .grad only to hand it to after_backward, which replaces it with the averaged view; nothing
+  // reads the bucket's values while its all-reduce runs.) After earlier micro-batches .grad is
+  // added to in place, as without overlap.
+  return first ? packed.view(slot.param.sizes()) : at::Tensor();
 }
 
-void GradBuckets::State::pack(Slot& slot, const at::Tensor& grad, bool add_accumulated) {
+at::Tensor GradBuckets::State::pack(Slot& slot, const at::Tensor& grad, bool add_accumulated) {
   at::NoGradGuard no_grad;
   Bucket& b = buckets[slot.bucket];
+  ensure_buffer(b);
   at::Tensor dst = b.flat.narrow(0, slot.offset, slot.numel);
   BV_CHECK(grad.numel() == dst.numel(), "grad_buckets: the gradient of '", slot.name, "' has ",
            grad.numel(), " elements, its parameter ", dst.numel());
@@ -105,6 +123,7 @@ void GradBuckets::State::pack(Slot& slot, const at::Tensor& grad, bool add_accum
     const at::Tensor& earlier = slot.param.grad();  // the earlier micro-batches' sum
     if (earlier.defined()) dst.add_(earlier.reshape({-1}));
   }
+  return dst;
 }
 
 // Starts the buckets that are complete, in order, up to the first that is not: every rank starts
@@ -160,9 +179,11 @@ void GradBuckets::State::make_layout() {
   stats.layout_buckets = static_cast<int64_t>(buckets.size());
 }
 
+// Resets the buckets for a step. Their buffers are made when their first member arrives, so that
+// they do not all exist before the backward has freed any activation.
 void GradBuckets::State::allocate() {
   for (Bucket& b : buckets) {
-    b.flat = at::empty({b.numel}, at::TensorOptions().dtype(b.dtype).device(b.device));
+    b.flat = at::Tensor();
     b.missing = static_cast<int64_t>(b.slots.size());
     b.pending.reset();
   }
@@ -264,6 +285,7 @@ void GradBuckets::after_backward(train::Gradients& out) {
     if (has && slot.param.defined()) {
       s.pack(slot, it->second, /*add_accumulated=*/false);  // .grad already holds every micro-batch
     } else {
+      ensure_buffer(b);
       b.flat.narrow(0, slot.offset, slot.numel).zero_();
     }
     --b.missing;
