@@ -138,6 +138,14 @@ function M.new(config, group, device)
           0)
   end
   self.reshard_after_forward = reshard
+  -- config.sharding_wire_dtype (default "float32"): "bfloat16" sends fsdp's float32 parameters
+  -- and their gradients as bfloat16 (bv.dist.fsdp's wire_dtype).
+  local wire = config.sharding_wire_dtype
+  if wire == nil then wire = "float32" end
+  if wire ~= "float32" and wire ~= "bfloat16" then
+    error('config.sharding_wire_dtype must be "float32" or "bfloat16", got ' .. tostring(wire), 0)
+  end
+  self.wire_dtype = wire
   return self
 end
 
@@ -272,7 +280,8 @@ function Sharding:hold(params)
     end
   end
   if #specs == 0 then return params end
-  self.fsdp = bv.dist.fsdp(self.group, specs, {reshard_after_forward = self.reshard_after_forward})
+  self.fsdp = bv.dist.fsdp(self.group, specs, {reshard_after_forward = self.reshard_after_forward,
+                                                wire_dtype = self.wire_dtype})
   for _, s in ipairs(specs) do out[s.name] = self.fsdp:placeholder(s.name) end
   return out
 end

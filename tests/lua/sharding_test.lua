@@ -118,6 +118,12 @@ T.test("bad mesh, strategy or rules name themselves", function()
            "config.sharding_reshard_after_forward must be true or false, got no")
   T.eq(sharding.new({}, nil).reshard_after_forward, true)
   T.eq(sharding.new({sharding_reshard_after_forward = false}, nil).reshard_after_forward, false)
+  T.raises(function() sharding.new({sharding_wire_dtype = "float16"}, nil) end,
+           'config.sharding_wire_dtype must be "float32" or "bfloat16", got float16')
+  T.raises(function() sharding.new({sharding_wire_dtype = true}, nil) end,
+           'config.sharding_wire_dtype must be "float32" or "bfloat16", got true')
+  T.eq(sharding.new({}, nil).wire_dtype, "float32")
+  T.eq(sharding.new({sharding_wire_dtype = "bfloat16"}, nil).wire_dtype, "bfloat16")
   local s = sharding.new({sharding_strategy = {{"img/.*", "replicate"}}}, nil)
   T.raises(function() s:plan(shapes()) end, "no entry matches parameter")
   sharding.new({mesh = {{"data", -1}}, sharding_rules = {{"act_batch", {"data"}}}}, nil)  -- fine
