@@ -87,6 +87,15 @@ local function need(batch, key, wants, fix)
   end
 end
 
+-- Why a model has no classification step (a message), or nil when it has one. The two-tower
+-- model's image-only call returns zimg, which is no classifier's logits.
+function M.classification_refusal(name)
+  if name ~= TWO_TOWERS then return nil end
+  return TWO_TOWERS .. " has no classification step (big_vision trains it with the "
+    .. "contrastive trainer proj/image_text/siglip, which bvlua does not have); train its "
+    .. "image tower as a vit from 'FILE.npz:img'"
+end
+
 -- One training step's forward, loss and backward (runtime/train/step.cpp), the batch from the
 -- pp: classifiers take {image =, labels =} (one-hot or multi-hot), PaliGemma takes {image =,
 -- text =, mask_ar =, mask_loss =} (the prefix-LM loss). opts = {loss = "sigmoid_xent" |
@@ -100,12 +109,8 @@ function Model:loss_and_grads(params, batch, opts)
   if type(batch) ~= "table" then
     error("loss_and_grads: the batch must be a table with an image tensor", 2)
   end
-  if self.name == TWO_TOWERS then
-    -- Its image-only call returns zimg, which is no classifier's logits.
-    error("loss_and_grads: " .. TWO_TOWERS .. " has no classification step (big_vision trains "
-      .. "it with the contrastive trainer proj/image_text/siglip, which bvlua does not have); "
-      .. "train its image tower as a vit from 'FILE.npz:img'", 2)
-  end
+  local refused = M.classification_refusal(self.name)
+  if refused then error("loss_and_grads: " .. refused, 2) end
   need(batch, "image", "the model", 'keep "image" in the pp')
   if self.name == PALIGEMMA then
     for _, key in ipairs({"text", "mask_ar", "mask_loss"}) do

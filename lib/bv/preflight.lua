@@ -168,6 +168,11 @@ local function model_problems(cfg, trainer, out)
     name = name or "proj.paligemma.paligemma"
   elseif trainer == "classification" then
     model_cfg.num_classes = cfg.num_classes
+    local refused = bv.models.classification_refusal(name)
+    if refused then
+      out[#out + 1] = "model_name: " .. refused
+      return
+    end
   elseif type(name) == "string" then  -- a trainer of the user's own builds it its own way
     local ok, err = pcall(bv.models.doc, name)
     if not ok then out[#out + 1] = "model_name: " .. message(err) end

@@ -70,6 +70,15 @@ T.test("the model: its name, its options as the trainer passes them, no weights"
   c = good()
   c.model_name, c.model = "bit", {depth = 26, width = 0.3}
   T.truthy(problems(c)[1]:find("^model: bit: width 0.3 gives"), problems(c)[1])
+  -- The two towers have no classification step: said before any data is read.
+  c = good()
+  c.model_name, c.model = "proj.image_text.two_towers", {}
+  T.truthy(problems(c)[1]:find("^model_name: proj.image_text.two_towers has no classification "
+                               .. "step", 1), problems(c)[1])
+  local train = dofile("lib/bv/trainers/classification.lua")
+  T.raises(function() train(c, tmp .. "/never_written", {}) end,
+           "config.model_name: proj.image_text.two_towers has no classification step")
+  T.truthy(not bv.fs.exists(tmp .. "/never_written"), "nothing written")
   -- A trainer of the user's own: only the name is checked.
   c = good()
   c.trainer, c.model = tmp .. "/trainer.lua", {anything = 1}

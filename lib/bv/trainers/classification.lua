@@ -13,7 +13,7 @@ config_keys.declare("trainer:classification", {
   doc = "big_vision's train.py: image classification",
   include = {"trainer"},
   keys = {
-    {"model_name", "string", nil, "the model (required): vit, bit, proj.image_text.two_towers"},
+    {"model_name", "string", nil, "the model (required): vit or bit"},
     {"model", "table", {}, "the model's options (see model:NAME); num_classes comes from "
       .. "config.num_classes, vit's image_size from the data",
       scope = function(_, cfg) return cfg.model_name and "model:" .. cfg.model_name end},
@@ -37,6 +37,8 @@ end
 -- that `bvlua train --debug` can show them in a REPL when a step fails.
 -- Returns {params =, steps =}, or {stopped = step} when it stopped early.
 return function(config, workdir, run)
+  local refused = bv.models.classification_refusal(config.model_name)
+  if refused then error("config.model_name: " .. refused, 0) end  -- before any data is read
   local state = utils.start(config, workdir, run)  -- processes, clock, metrics file, data
   local shard = state.shard
   -- The first batch has what the model and the loss take: said now, not inside a step.
