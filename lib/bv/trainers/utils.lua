@@ -503,6 +503,7 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
   params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
   measure_memory(state, params, opt)
+  collectgarbage()  -- the state tensors measure_memory held (see save_checkpoint)
   state.last_checked = state.first_step
 
   state.chrono:inform({first_step = state.first_step, total_steps = state.total_steps,
@@ -697,6 +698,11 @@ local function save_checkpoint(state, params, step, keep)
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
   end
+  -- The optimizer updates its state in place unless a state tensor is still held (then it
+  -- copies it first): let go of the ones handed out for the checkpoint now, not at Lua's next
+  -- collection, or the next update copies the whole state.
+  opt_state, params = nil, nil
+  collectgarbage()
   state.saved_step = step
   bv.stop_progress({step = step, saved = step})
   if shard.world > 1 then
