@@ -7,19 +7,5 @@
 # Usage: fsdp_wire_test.sh path/to/bvlua   (run from the source root)
 set -u
 BVLUA=${1:?usage: fsdp_wire_test.sh path/to/bvlua}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-for where in cpu fake; do
-  BV_CHECK_COLLECTIVES=1 BV_TEST_DEVICE=1 timeout 180 "$BVLUA" launch --nproc 2 -- \
-    run tests/lua/dist/fsdp_wire.lua "$where" >"$TMP/$where.out" 2>&1
-  code=$?
-  sed "s/^/  $where: /" "$TMP/$where.out"
-  [ "$code" -eq 0 ] || fail "$where: exit code $code"
-  grep -q '^rank 0: ok$' "$TMP/$where.out" || fail "$where: rank 0 did not finish"
-  grep -q '^\[rank 1\] rank 1: ok$' "$TMP/$where.out" || fail "$where: rank 1 did not finish"
-done
-[ "$failures" -eq 0 ] && echo "fsdp_wire: ok"
-exit $((failures > 0))
+. "$(dirname "$0")/two_ranks.sh"
+two_ranks "$BVLUA" tests/lua/dist/fsdp_wire.lua && echo "fsdp_wire: ok"
