@@ -9,25 +9,15 @@
 -- process's on the same examples, bit for bit. "fake": on the test device (rank r on fake:r).
 -- Prints "rank R: ok" or fails.
 local sharding = require "bv.sharding"
-local device = "cpu"
-if arg[1] == "fake" then
-  bv._fake_device()
-  device = "fake:" .. (bv.dist.env().rank % 2)
-  bv.set_device(device)
-end
-local g = bv.dist.init{backend = "gloo", timeout = 60}
+local rank = require "tests.lua.dist.rank"
+local device, g = rank.start(arg[1])
 local r, world = g:rank(), g:world_size()
 assert(world == 2, "run with --nproc 2")
 local STEPS, LR, LOSS_TOL = 10, 0.1, 0.005
 
 local function bf16(t) return t:to("bfloat16"):to("float32") end
-local function maxdiff(a, b) return (a:to("cpu") - b:to("cpu")):abs():max():item() end
-local function sorted_names(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks)
-  return ks
-end
+local maxdiff = rank.maxdiff
+local sorted_names = rank.sorted_names
 
 -- Options.
 local ok, err = pcall(bv.dist.fsdp, g, {}, {wire_dtype = "float16"})

@@ -6,13 +6,8 @@
 -- SGD steps equal the path without overlap to float32 rounding, and one process's full-batch
 -- gradients. "fake": on the test device (rank r on fake:r). Prints "rank R: ok" or fails.
 local sharding = require "bv.sharding"
-local device = "cpu"
-if arg[1] == "fake" then
-  bv._fake_device()
-  device = "fake:" .. (bv.dist.env().rank % 2)
-  bv.set_device(device)
-end
-local g = bv.dist.init{backend = "gloo", timeout = 60}
+local rank = require "tests.lua.dist.rank"
+local device, g = rank.start(arg[1])
 local r = g:rank()
 local m = bv.models.build("vit", {width = 32, depth = 3, mlp_dim = 64, num_heads = 2,
                                   patch_size = 4, image_size = 16, num_classes = 3,
@@ -29,13 +24,8 @@ local function init()
   for name, t in pairs(m:init(0)) do p[name] = t:to(device) end
   return p
 end
-local function sorted_names(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks)
-  return ks
-end
-local function maxdiff(a, b) return (a:to("cpu") - b:to("cpu")):abs():max():item() end
+local sorted_names = rank.sorted_names
+local maxdiff = rank.maxdiff
 
 local REPLICATE_FSDP = {{"head/.*", "replicate"}, {"Transformer/encoderblock_0/.*", "replicate"},
                         {".*", 'fsdp(axis="data", min_size_to_shard_mb=0)'}}
