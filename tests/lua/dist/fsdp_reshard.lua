@@ -20,11 +20,7 @@ local function step(p, lo, hi, accum)
   return m:loss_and_grads(p, {image = x[{{lo, hi}}], labels = labels[{{lo, hi}}]},
                           {loss = "softmax_xent", accum_steps = accum})
 end
-local function init()
-  local p = {}
-  for name, t in pairs(m:init(0)) do p[name] = t:to(device) end
-  return p
-end
+local function init() return rank.init_on(m, device) end
 local sorted_names = rank.sorted_names
 local maxdiff = rank.maxdiff
 local function numel(shape)

@@ -19,11 +19,7 @@ for i = 1, 8 do
   onehot[i][(i % 3) + 1] = 1.0
 end
 local labels = bv.tensor(onehot):to(device)
-local function init()
-  local p = {}
-  for name, t in pairs(m:init(0)) do p[name] = t:to(device) end
-  return p
-end
+local function init() return rank.init_on(m, device) end
 local sorted_names = rank.sorted_names
 local maxdiff = rank.maxdiff
 

@@ -13,6 +13,13 @@ function M.start(where, timeout)
   return device, bv.dist.init{backend = "gloo", timeout = timeout or 60}
 end
 
+-- The model's parameters for seed 0, on `device`.
+function M.init_on(model, device)
+  local p = {}
+  for name, t in pairs(model:init(0)) do p[name] = t:to(device) end
+  return p
+end
+
 -- A table's keys, sorted: every rank walks parameters in the same order.
 function M.sorted_names(t)
   local ks = {}
