@@ -8,6 +8,10 @@
 //   g:all_reduce({t1, t2, ...}, {mean = false})   -- in place; a single tensor works too
 //   g:broadcast({t1, t2, ...}, root)               -- in place, from rank `root`
 //   g:barrier()
+//   g:new_subgroups({{0, 1}, {2, 3}})       --> the group of this rank's list (its rank there: its
+//                                              place in the list), or nil; collective: every
+//                                              rank, the same lists, in the same order
+//   g:sent_bytes()                         --> bytes this rank sent in collectives on g
 //   g:set(key, value); g:get(key)                  -- strings; get waits up to the timeout
 //   bv.dist.launch({exe, args...}, nproc, {port = 0, grace = 30})   --> exit code
 //   bv.dist.executable()                   --> this program's path, for relaunching it
@@ -165,6 +169,50 @@ int group_broadcast(lua_State* L) {
   return 0;
 }
 
+void push_group(lua_State* L, GroupPtr g) {
+  void* p = lua_newuserdatauv(L, sizeof(GroupPtr), 0);
+  new (p) GroupPtr(std::move(g));  // constructed before the metatable: no __gc on garbage
+  luaL_setmetatable(L, kGroupMeta);
+}
+
+// g:new_subgroups({{ranks...}, ...})
+int group_new_subgroups(lua_State* L) {
+  DistGroup& g = check_group(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<std::vector<int>> groups;
+  lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    if (lua_geti(L, 2, i) != LUA_TTABLE) {
+      raise(L, str("new_subgroups: groups[", i, "] is a ", luaL_typename(L, -1),
+                   ", not a list of ranks"));
+    }
+    std::vector<int> ranks;
+    lua_Integer m = luaL_len(L, -1);
+    for (lua_Integer j = 1; j <= m; ++j) {
+      lua_geti(L, -1, j);
+      int isnum = 0;
+      lua_Integer r = lua_tointegerx(L, -1, &isnum);
+      if (!isnum) raise(L, str("new_subgroups: groups[", i, "][", j, "] is not an integer rank"));
+      ranks.push_back(static_cast<int>(r));
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    groups.push_back(std::move(ranks));
+  }
+  GroupPtr sub = dist_new_subgroups(g, groups);
+  if (!sub) {
+    lua_pushnil(L);
+  } else {
+    push_group(L, std::move(sub));
+  }
+  return 1;
+}
+
+int group_sent_bytes(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(dist_sent_bytes(check_group(L, 1))));
+  return 1;
+}
+
 int group_barrier(lua_State* L) {
   dist_barrier(check_group(L, 1));
   return 0;
@@ -305,6 +353,8 @@ void open_dist(lua_State* L) {
       BV_FN("all_reduce", group_all_reduce),
       BV_FN("broadcast", group_broadcast),
       BV_FN("barrier", group_barrier),
+      BV_FN("new_subgroups", group_new_subgroups),
+      BV_FN("sent_bytes", group_sent_bytes),
       BV_FN("set", group_set),
       BV_FN("get", group_get),
       BV_FN("wait", group_wait),

@@ -1,6 +1,6 @@
 -- bv.sharding: how a training run spreads over processes (big_vision's sharding.py, for the 1-D
--- "data" mesh). Every rank computes gradients on its part of the global batch. Per parameter
--- (config.sharding_strategy, the first matching regex decides):
+-- "data" mesh and the 2-D {replica, data} one). Every rank computes gradients on its part of the
+-- global batch. Per parameter (config.sharding_strategy, the first matching regex decides):
 --
 --   replicate            every rank keeps it whole with its optimizer state; gradients are
 --                        averaged over ranks (one all-reduce) and every rank applies the update.
@@ -15,6 +15,18 @@
 --                        every rank, gradients are all-reduced, each owner updates its
 --                        parameters and broadcasts them. Fewer, larger collectives than fsdp:
 --                        the faster choice when parameters and gradients fit on every device.
+--
+-- config.mesh = {{"replica", R}, {"data", D}} (one size may be -1: the rest of the processes;
+-- the names are free, big_vision's are replica and data) makes hybrid sharding: ranks r with the
+-- same r // D form a data group (D ranks, one host: the last axis varies fastest, as jax's
+-- mesh.devices.flatten()), the ranks with the same r % D a replica group (R ranks, one per data
+-- group). fsdp and zero1 name the last axis (fsdp(axis="data")) and shard within each data
+-- group: every data group owns the same split, its rank d what data rank d owns. An fsdp
+-- gradient is reduced to its owner within the data group, then the owners all-reduce (mean)
+-- their shards across their replica group, so the R copies of each shard take the same update;
+-- replicated gradients and the loss are averaged over all ranks as on the 1-D mesh. The bytes a
+-- rank sends over the replica axis a step are its owned fsdp shards' (replica_bytes_planned);
+-- the first step logs them with what was measured (bv.dist's sent_bytes).
 --
 -- The units go to ranks largest first, each to the least loaded rank. A unit is a whole tensor
 -- (so per-tensor optimizer maths, e.g. Adafactor's factored moments, is the single-process
@@ -36,6 +48,8 @@
 --   opt:update(S:owned(params), grads); S:sync_params(params)
 --   S:full_params(params), S:full_opt_state(opt, full_spec)   -- whole values (collective)
 --   opt:load_state_tensor(name, S:owned_opt_tensor(spec_entry, whole))  -- a resume, per tensor
+local log = require "bv.log"
+
 local M = {}
 
 local Sharding = {}
@@ -61,10 +75,10 @@ local function parse_strategy(s, where)
   for key, value in args:gmatch("([%w_]+)%s*=%s*([^,]+)") do
     value = value:gsub("^%s+", ""):gsub("%s+$", "")
     if key == "axis" then
-      local axis = value:match("^[\"'](.-)[\"']$")
-      if axis ~= "data" then
-        error(string.format("%s: %s over axis %s: bvlua's mesh has the 'data' axis only",
-                            where, kind, value), 0)
+      out.axis = value:match("^[\"'](.-)[\"']$")
+      if not out.axis then
+        error(string.format("%s: %s's axis must be a quoted mesh axis name, got %s", where, kind,
+                            value), 0)
       end
     elseif key == "min_size_to_shard_mb" then
       local mb = tonumber(value)
@@ -77,17 +91,52 @@ local function parse_strategy(s, where)
   return out
 end
 
--- config.mesh: big_vision's [("data", -1)]; bvlua shards over the data axis only.
-local function check_mesh(mesh, world)
-  if mesh == nil then return end
-  if type(mesh) ~= "table" or #mesh ~= 1 or type(mesh[1]) ~= "table" or mesh[1][1] ~= "data" then
-    error("config.mesh: bvlua supports the 1-D data mesh {{'data', -1}} only", 0)
+-- config.mesh: big_vision's [("data", -1)] or [("replica", R), ("data", -1)]. Returns the axes
+-- {{name, size}, ...} with -1 resolved against `world` processes.
+local function parse_mesh(mesh, world)
+  if mesh == nil then return {{"data", world}} end
+  local usage = "bvlua supports the 1-D data mesh {{'data', -1}} and the 2-D one "
+                .. "{{'replica', R}, {'data', -1}}"
+  if type(mesh) ~= "table" or (#mesh ~= 1 and #mesh ~= 2) then
+    error(string.format("config.mesh: %s; got %s", usage,
+                        type(mesh) == "table" and #mesh .. " axes" or tostring(mesh)), 0)
   end
-  local n = mesh[1][2]
-  if n ~= -1 and n ~= world then
-    error(string.format("config.mesh: the data axis has %s devices but the run has %d processes",
-                        tostring(n), world), 0)
+  local axes, known, free = {}, 1, nil
+  for i, a in ipairs(mesh) do
+    if type(a) ~= "table" or type(a[1]) ~= "string" or math.type(a[2]) ~= "integer"
+        or (a[2] < 1 and a[2] ~= -1) then
+      local got = type(a) == "table" and string.format("{%s, %s}", tostring(a[1]), tostring(a[2]))
+                  or tostring(a)
+      error(string.format("config.mesh[%d] must be a {name, size} pair (size an integer >= 1 "
+                          .. "or -1), got %s", i, got), 0)
+    end
+    if a[2] == -1 then
+      if free then error("config.mesh: only one axis may have size -1", 0) end
+      free = i
+    else
+      known = known * a[2]
+    end
+    axes[i] = {a[1], a[2]}
   end
+  if #axes == 1 and axes[1][1] ~= "data" then
+    error(string.format("config.mesh: %s; its one axis is named '%s'", usage, axes[1][1]), 0)
+  end
+  if #axes == 2 and axes[1][1] == axes[2][1] then
+    error(string.format("config.mesh: two axes named '%s'", axes[1][1]), 0)
+  end
+  if free then
+    if world % known ~= 0 then
+      error(string.format("config.mesh: the %s axis has %d devices, which does not divide the "
+                          .. "run's %d processes", axes[3 - free][1], known, world), 0)
+    end
+    axes[free][2] = world // known
+  elseif known ~= world then
+    local sizes = {}
+    for i, a in ipairs(axes) do sizes[i] = string.format("%s %d", a[1], a[2]) end
+    error(string.format("config.mesh: the %s axis has %d devices but the run has %d processes",
+                        table.concat(sizes, " x "), known, world), 0)
+  end
+  return axes
 end
 
 -- config.sharding_rules: accepted with big_vision's meaning for activations on the data mesh.
@@ -106,7 +155,12 @@ function M.new(config, group, device)
   local self = setmetatable({group = group, rank = group and group:rank() or 0,
                              world = group and group:world_size() or 1,
                              device = device or "cpu"}, Sharding)
-  check_mesh(config.mesh, self.world)
+  local axes = parse_mesh(config.mesh, self.world)
+  -- The axis fsdp and zero1 shard over (the last), and with two axes the one they replicate
+  -- across (the first) and its size.
+  self.data_axis = axes[#axes][1]
+  self.replica_axis = #axes == 2 and axes[1][1] or nil
+  self.replicas = #axes == 2 and axes[1][2] or 1
   check_rules(config.sharding_rules)
   local strategy = config.sharding_strategy or {{".*", "replicate"}}
   if type(strategy) == "string" then strategy = {{".*", strategy}} end
@@ -116,8 +170,22 @@ function M.new(config, group, device)
     if type(entry) ~= "table" or type(entry[1]) ~= "string" then
       error(where .. " must be a {regex, strategy} pair", 0)
     end
-    self.rules[i] = {pattern = entry[1], strategy = parse_strategy(entry[2], where)}
+    local st = parse_strategy(entry[2], where)
+    if st.axis and st.axis ~= self.data_axis then
+      if not self.replica_axis then
+        error(string.format("%s: %s over axis \"%s\": bvlua's mesh has the 'data' axis only",
+                            where, st.kind, st.axis), 0)
+      elseif st.axis == self.replica_axis then
+        error(string.format("%s: %s over the '%s' axis: bvlua shards over the mesh's last axis "
+                            .. "('%s') and replicates across '%s'", where, st.kind, st.axis,
+                            self.data_axis, st.axis), 0)
+      end
+      error(string.format("%s: %s over axis \"%s\": config.mesh has the axes '%s' and '%s'",
+                          where, st.kind, st.axis, self.replica_axis, self.data_axis), 0)
+    end
+    self.rules[i] = {pattern = entry[1], strategy = st}
   end
+  self:make_groups()
   self.owner = {}  -- param name -> owning rank (0-based), for sharded parameters only
   -- config.sharding_overlap (default true): the replicated gradients' all-reduce runs during the
   -- backward (bv.dist.grad_buckets); false all-reduces them after it. bucket_mb: the buckets'
@@ -149,6 +217,36 @@ function M.new(config, group, device)
   return self
 end
 
+-- The c10d groups of a 2-D mesh (bv.dist's new_subgroups; every rank calls it at once):
+-- self.data_group, the ranks sharing this rank's replica index (fsdp and zero1 run there), and
+-- self.replica_group, those sharing its data index. On a 1-D mesh the data group is the world.
+function Sharding:make_groups()
+  self.data_group, self.replica_group = self.group, nil
+  local ndata = self.world // self.replicas
+  if not self.group or self.replicas == 1 or ndata == 1 then return end
+  local data, replica = {}, {}
+  for i = 0, self.replicas - 1 do
+    local ranks = {}
+    for d = 0, ndata - 1 do ranks[#ranks + 1] = i * ndata + d end
+    data[#data + 1] = ranks
+  end
+  for d = 0, ndata - 1 do
+    local ranks = {}
+    for i = 0, self.replicas - 1 do ranks[#ranks + 1] = i * ndata + d end
+    replica[#replica + 1] = ranks
+  end
+  self.data_group = self.group:new_subgroups(data)
+  self.replica_group = self.group:new_subgroups(replica)
+  log.note("Mesh %s %d x %s %d: fsdp and zero1 shard within each %s group of %d processes and "
+           .. "replicate across the %s axis", self.replica_axis, self.replicas, self.data_axis,
+           ndata, self.data_axis, ndata, self.replica_axis)
+end
+
+-- The number of ranks a sharded parameter is split over (the data axis), and this rank's index
+-- there: its owner index in self.owner.
+function Sharding:data_size() return self.world // (self.replicas or 1) end
+function Sharding:data_rank() return self.rank % self:data_size() end
+
 function Sharding:strategy_of(name)
   for _, r in ipairs(self.rules) do
     if bv.fullmatch(r.pattern, name) then return r.strategy end
@@ -177,11 +275,16 @@ end
 function Sharding:plan(shapes, frozen, rows_ok)
   local units = {}
   self.kind, self.owner, self.shapes = {}, {}, {}
+  local ndata = self:data_size()
+  -- Several processes but a data axis of 1 (mesh {{"replica", N}, {"data", 1}}): nothing to
+  -- shard over, every parameter is replicated.
+  local shardable = not (self.world > 1 and ndata == 1)
   for _, p in ipairs(shapes) do
     self.shapes[p.name] = p
     local s = self:strategy_of(p.name)
     local bytes = numel(p.shape) * (DTYPE_BYTES[p.dtype] or 4)
-    if s.kind ~= "replicate" and bytes >= s.min_bytes and not (frozen and frozen(p.name)) then
+    if shardable and s.kind ~= "replicate" and bytes >= s.min_bytes
+        and not (frozen and frozen(p.name)) then
       self.kind[p.name] = s.kind
       local rows = p.shape[1] or 1
       if s.kind == "fsdp" and p.scan and rows >= 2 and (not rows_ok or rows_ok(p.name)) then
@@ -199,16 +302,18 @@ function Sharding:plan(shapes, frozen, rows_ok)
     if a.name ~= b.name then return a.name < b.name end
     return (a.row or 0) < (b.row or 0)
   end)
-  local load = {}
-  for r = 0, self.world - 1 do load[r] = 0 end
+  local load, fsdp_load = {}, {}
+  for r = 0, ndata - 1 do load[r], fsdp_load[r] = 0, 0 end
   for _, u in ipairs(units) do
     local best = 0
-    for r = 1, self.world - 1 do if load[r] < load[best] then best = r end end
+    for r = 1, ndata - 1 do if load[r] < load[best] then best = r end end
     if u.row then self.owner[u.name][u.row] = best else self.owner[u.name] = best end
     load[best] = load[best] + u.bytes
+    if self.kind[u.name] == "fsdp" then fsdp_load[best] = fsdp_load[best] + u.bytes end
   end
-  self.load = load  -- rank -> bytes of parameters it owns
-  self.sharded = #units > 0 and self.world > 1
+  self.load = load  -- data rank -> bytes of parameters it owns
+  self.fsdp_load = fsdp_load  -- the same, fsdp's only
+  self.sharded = #units > 0 and ndata > 1
   return self.owner
 end
 
@@ -239,8 +344,8 @@ function Sharding:owned_shapes()
     local p = self.shapes[name]
     if not self.sharded then
       out[#out + 1] = p
-    elseif self:updates(name, self.rank) then
-      local rows = self:rows(name, self.rank)
+    elseif self:updates(name, self:data_rank()) then
+      local rows = self:rows(name, self:data_rank())
       local shape = rows and {#rows, table.unpack(p.shape, 2)} or p.shape
       out[#out + 1] = {name = name, shape = shape, dtype = p.dtype}
     end
@@ -254,7 +359,7 @@ function Sharding:opt_ctx(base)
   local ctx = {}
   for k, v in pairs(base) do ctx[k] = v end
   if self.sharded then
-    ctx.group = self.group
+    ctx.group = self.data_group  -- every data group holds the whole model once
     ctx.replicated = {}
     for _, name in ipairs(sorted_keys(self.shapes)) do
       if self.owner[name] == nil then table.insert(ctx.replicated, name) end
@@ -280,7 +385,7 @@ function Sharding:hold(params)
     end
   end
   if #specs == 0 then return params end
-  self.fsdp = bv.dist.fsdp(self.group, specs, {reshard_after_forward = self.reshard_after_forward,
+  self.fsdp = bv.dist.fsdp(self.data_group, specs, {reshard_after_forward = self.reshard_after_forward,
                                                 wire_dtype = self.wire_dtype})
   for _, s in ipairs(specs) do out[s.name] = self.fsdp:placeholder(s.name) end
   return out
@@ -295,7 +400,7 @@ function Sharding:owned(params)
   for name, t in pairs(params) do
     if self.kind[name] == "fsdp" then
       out[name] = self.fsdp:owned(name)  -- nil when this rank owns none of it
-    elseif self:updates(name, self.rank) then
+    elseif self:updates(name, self:data_rank()) then
       out[name] = t
     end
   end
@@ -339,7 +444,9 @@ function Sharding:gradients(params, fn)
     loss, grads = run(params)
   end
   if self.fsdp then
-    for name, g in pairs(self.fsdp:take_grads()) do grads[name] = g end
+    local owned = self.fsdp:take_grads()
+    for name, g in pairs(owned) do grads[name] = g end
+    if self.replica_group then self:replica_mean(owned) end
   end
   if self.world == 1 then return loss, grads end
   if reduced then
@@ -361,10 +468,57 @@ function Sharding:gradients(params, fn)
   return loss:reshape({}), self:drop_unowned(grads)
 end
 
+-- 2-D mesh: the fsdp gradients this rank owns, averaged within its data group, averaged again
+-- across its replica group (the ranks owning the same shards in the other data groups): the
+-- mean over every rank. Counts the bytes sent (self.replica_bytes, this step's) and logs them
+-- with the planner's figure at the first step.
+function Sharding:replica_mean(owned)
+  local before = self.replica_group:sent_bytes()
+  local by_dtype = {}
+  for _, name in ipairs(sorted_keys(owned)) do
+    local d = owned[name]:dtype()
+    by_dtype[d] = by_dtype[d] or {}
+    table.insert(by_dtype[d], owned[name])
+  end
+  for _, d in ipairs(sorted_keys(by_dtype)) do
+    self.replica_group:all_reduce(by_dtype[d], {mean = true})
+  end
+  self.replica_bytes = self.replica_group:sent_bytes() - before
+  self.replica_steps = (self.replica_steps or 0) + 1
+  if self.replica_steps == 1 then
+    log.all_ranks.note("Mesh: rank %d (%s %d, %s %d) sent %d bytes over the %s axis in its first "
+                       .. "step; planned %d", self.rank, self.replica_axis,
+                       self.rank // self:data_size(), self.data_axis, self:data_rank(),
+                       self.replica_bytes, self.replica_axis, self:replica_bytes_planned())
+  end
+end
+
+-- The bytes a step's replica_mean sends from this rank: what its data rank owns of the fsdp
+-- parameters (their gradients have the parameters' dtype; Gloo sends bfloat16 as float32).
+-- 0 without a replica axis.
+function Sharding:replica_bytes_planned()
+  if not self.replica_group or not self.fsdp_load then return 0 end
+  local n = 0
+  for _, name in ipairs(sorted_keys(self.owner)) do
+    if self.kind[name] == "fsdp" then
+      local p = self.shapes[name]
+      local size = DTYPE_BYTES[p.dtype] or 4
+      if p.dtype == "bfloat16" and self.group:backend() ~= "nccl" then size = 4 end
+      local o, d = self.owner[name], self:data_rank()
+      if type(o) == "number" then
+        if o == d then n = n + numel(p.shape) * size end
+      else
+        n = n + #self:rows(name, d) * numel(p.shape) // #o * size
+      end
+    end
+  end
+  return n
+end
+
 -- zero1: a rank keeps only the averaged gradients of what it updates.
 function Sharding:drop_unowned(grads)
   for name in pairs(grads) do
-    if self.kind and self.kind[name] == "zero1" and not self:updates(name, self.rank) then
+    if self.kind and self.kind[name] == "zero1" and not self:updates(name, self:data_rank()) then
       grads[name] = nil
     end
   end
@@ -424,7 +578,7 @@ end
 -- theirs).
 function Sharding:sync_params(params)
   if not self.sharded then return end
-  for r = 0, self.world - 1 do
+  for r = 0, self:data_size() - 1 do
     local by_dtype = {}
     for _, name in ipairs(sorted_keys(self.owner)) do
       if self.kind[name] == "zero1" and self.owner[name] == r then
@@ -433,7 +587,7 @@ function Sharding:sync_params(params)
         table.insert(by_dtype[d], params[name])
       end
     end
-    for _, d in ipairs(sorted_keys(by_dtype)) do broadcast(self.group, by_dtype[d], r) end
+    for _, d in ipairs(sorted_keys(by_dtype)) do broadcast(self.data_group, by_dtype[d], r) end
   end
 end
 
@@ -480,7 +634,10 @@ function Sharding:full_opt_state(opt, full_spec)
       if spec_of[name] then place(spec_of[name], t, self:rows(spec_of[name].param, 0)) end
     end
   end
-  for r = 1, self.world - 1 do  -- what rank 0 owns is already in `out`
+  -- Within the data group: rank 0's (the world's rank 0 on a 2-D mesh) gathers the state, its
+  -- peers in the other data groups hold the same and send theirs to nobody that keeps it.
+  local me = self:data_rank()
+  for r = 1, self:data_size() - 1 do  -- what data rank 0 owns is already in `out`
     local by_dtype = {}
     for _, s in ipairs(full_spec) do
       if self.owner[s.param] ~= nil and self:updates(s.param, r) then
@@ -491,7 +648,7 @@ function Sharding:full_opt_state(opt, full_spec)
         end
         -- Received where the owner sends from: its device. (A host buffer here would put
         -- the receive in the host group and the send in the device's: a hang on NCCL.)
-        local t = (self.rank == r) and mine[s.name] or bv.zeros(shape, s.dtype):to(self.device)
+        local t = (me == r) and mine[s.name] or bv.zeros(shape, s.dtype):to(self.device)
         by_dtype[s.dtype] = by_dtype[s.dtype] or {}
         table.insert(by_dtype[s.dtype], {spec = s, t = t, rows = rows})
       end
@@ -499,7 +656,7 @@ function Sharding:full_opt_state(opt, full_spec)
     for _, d in ipairs(sorted_keys(by_dtype)) do
       local tensors = {}
       for i, e in ipairs(by_dtype[d]) do tensors[i] = e.t end
-      broadcast(self.group, tensors, r)
+      broadcast(self.data_group, tensors, r)
       if out then
         for _, e in ipairs(by_dtype[d]) do place(e.spec, e.t, e.rows) end
       end
@@ -511,7 +668,7 @@ end
 -- What this rank owns of `t`, the whole optimizer state tensor of spec entry `s` (an entry of
 -- opt:state_spec()): its rows, where this rank updates some rows of a split parameter; else t.
 function Sharding:owned_opt_tensor(s, t)
-  local rows = self.sharded and self:rows(s.param, self.rank)
+  local rows = self.sharded and self:rows(s.param, self:data_rank())
   if not (rows and row_aligned(t:shape(), self.shapes[s.param])) then return t end
   local picked = {}
   for i, row in ipairs(rows) do picked[i] = t:select(1, row) end

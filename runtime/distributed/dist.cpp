@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -158,6 +159,16 @@ struct DistGroup {
   // issue with its peers' (check_same_collective); `issued` numbers the collectives.
   bool check_collectives = false;
   uint64_t issued = 0;
+  // What dist_new_subgroups needs to make groups of some of our ranks: the Gloo transport
+  // device, the CUDA device NCCL binds to, how many splits this group has made (each split's
+  // groups live under their own store prefix), and, for a subgroup, its ranks in the group it
+  // was split from (error messages name both).
+  std::shared_ptr<::gloo::transport::Device> gloo_device;
+  int cuda_device = 0;
+  uint64_t splits = 0;
+  std::vector<int> parent_ranks;
+  // Bytes this rank handed to collectives as a sender (dist_sent_bytes).
+  uint64_t sent_bytes = 0;
 
   ~DistGroup();
 };
@@ -245,8 +256,13 @@ std::string first_line(const std::string& s) {
   } else {
     who = "every rank is still running";
   }
-  fail("dist.", what, " failed on rank ", g.env.rank, " of ", g.env.world_size, " (", g.backend,
-       "): ", who, ": ", first_line(cause));
+  std::string in_parent;
+  if (!g.parent_ranks.empty()) {
+    in_parent = str(" of a subgroup (rank ", g.parent_ranks[static_cast<size_t>(g.env.rank)],
+                    " of the group it was split from)");
+  }
+  fail("dist.", what, " failed on rank ", g.env.rank, " of ", g.env.world_size, in_parent, " (",
+       g.backend, "): ", who, ": ", first_line(cause));
 }
 
 // Runs one c10d collective on `comm` and waits for it (dist/wait.h: on NCCL the current stream
@@ -383,6 +399,25 @@ c10::intrusive_ptr<::c10d::Store> connect_store(const DistEnv& env, Millis timeo
   return make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
 }
 
+// The group's backends over `store` (g.env's rank and size): NCCL and a Gloo group for host
+// tensors beside it; on the test device two Gloo groups, as on NCCL (its tensors and host
+// tensors go through different groups); else one Gloo group.
+void make_comms(DistGroup& g, const c10::intrusive_ptr<::c10d::Store>& store) {
+  const DistEnv& env = g.env;
+  if (g.backend == "nccl") {
+    g.comm = make_nccl(store, env.rank, env.world_size, g.timeout, g.cuda_device);
+    g.host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", store), env.rank,
+                            env.world_size, g.timeout, g.gloo_device);
+  } else if (fake_device_enabled()) {
+    g.comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("device_group", store), env.rank,
+                       env.world_size, g.timeout, g.gloo_device);
+    g.host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", store), env.rank,
+                            env.world_size, g.timeout, g.gloo_device);
+  } else {
+    g.comm = make_gloo(store, env.rank, env.world_size, g.timeout, g.gloo_device);
+  }
+}
+
 // Every rank publishes "<host> <pid>" and reads everyone else's, so a later failure can tell
 // which local peer died.
 void exchange_peers(DistGroup& g) {
@@ -480,28 +515,11 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
          first_line(e.what()));
   }
   try {
-    if (g->backend == "nccl") {
-      int devices = cuda_device_count();
-      g->comm = make_nccl(g->store, env.rank, env.world_size, g->timeout,
-                          devices > 0 ? env.local_rank % devices : 0);
-      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      g->host_comm =
-          make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store), env.rank,
-                    env.world_size, g->timeout,
-                    make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr)));
-    } else if (fake_device_enabled()) {
-      // The test device: its tensors and host tensors go through two groups, as on NCCL.
-      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
-      g->comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("device_group", g->store),
-                          env.rank, env.world_size, g->timeout, device);
-      g->host_comm = make_gloo(c10::make_intrusive<::c10d::PrefixStore>("host_group", g->store),
-                               env.rank, env.world_size, g->timeout, device);
-    } else {
-      const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
-      auto device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
-      g->comm = make_gloo(g->store, env.rank, env.world_size, g->timeout, device);
-    }
+    const char* ifname = env_or_null("GLOO_SOCKET_IFNAME");
+    g->gloo_device = make_gloo_device(ifname ? ifname : "", is_loopback(env.master_addr));
+    int devices = g->backend == "nccl" ? cuda_device_count() : 0;
+    g->cuda_device = devices > 0 ? env.local_rank % devices : 0;
+    make_comms(*g, g->store);
     exchange_peers(*g);
   } catch (const std::exception& e) {
     fail("dist.init: rank ", env.rank, " of ", env.world_size, " could not join the ", g->backend,
@@ -513,6 +531,57 @@ std::shared_ptr<DistGroup> dist_init(const DistEnv& env, const std::string& back
 int dist_rank(const DistGroup& g) { return g.env.rank; }
 int dist_world_size(const DistGroup& g) { return g.env.world_size; }
 std::string dist_backend(const DistGroup& g) { return g.backend; }
+uint64_t dist_sent_bytes(const DistGroup& g) { return g.sent_bytes; }
+
+std::shared_ptr<DistGroup> dist_new_subgroups(DistGroup& parent,
+                                              const std::vector<std::vector<int>>& groups) {
+  uint64_t split = ++parent.splits;  // counted on every rank, in or out of a group
+  std::vector<int> seen(static_cast<size_t>(parent.env.world_size), -1);
+  int mine = -1;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    BV_CHECK(!groups[i].empty(), "dist.new_subgroups: group ", i + 1, " has no ranks");
+    for (int r : groups[i]) {
+      BV_CHECK(r >= 0 && r < parent.env.world_size, "dist.new_subgroups: rank ", r, " of group ",
+               i + 1, " is not a rank of this group (0 to ", parent.env.world_size - 1, ")");
+      BV_CHECK(seen[static_cast<size_t>(r)] < 0, "dist.new_subgroups: rank ", r, " is in group ",
+               seen[static_cast<size_t>(r)] + 1, " and in group ", i + 1);
+      seen[static_cast<size_t>(r)] = static_cast<int>(i);
+      if (r == parent.env.rank) mine = static_cast<int>(i);
+    }
+  }
+  if (mine < 0) return nullptr;
+  const std::vector<int>& ranks = groups[static_cast<size_t>(mine)];
+  auto g = std::make_shared<DistGroup>();
+  g->env = parent.env;
+  g->env.world_size = static_cast<int>(ranks.size());
+  g->env.rank =
+      static_cast<int>(std::find(ranks.begin(), ranks.end(), parent.env.rank) - ranks.begin());
+  g->backend = parent.backend;
+  g->timeout_s = parent.timeout_s;
+  g->timeout = parent.timeout;
+  g->host = parent.host;
+  g->check_collectives = parent.check_collectives;
+  g->gloo_device = parent.gloo_device;
+  g->cuda_device = parent.cuda_device;
+  for (int r : ranks) {
+    g->peers.push_back(parent.peers[static_cast<size_t>(r)]);
+    g->parent_ranks.push_back(
+        parent.parent_ranks.empty() ? r : parent.parent_ranks[static_cast<size_t>(r)]);
+  }
+  // Each group of each split under its own prefix of the parent's store (c10d's new_group does
+  // the same): the members' rendezvous and the collective checks stay apart.
+  g->store =
+      c10::make_intrusive<::c10d::PrefixStore>(str("bv/subgroup/", split, "/", mine), parent.store);
+  if (ranks.size() == 1 || !parent.comm) return g;  // one rank: collectives are identities
+  try {
+    make_comms(*g, g->store);
+  } catch (const std::exception& e) {
+    fail("dist.new_subgroups: rank ", parent.env.rank, " could not join its ", g->backend,
+         " subgroup of ", ranks.size(), " ranks within ", g->timeout_s,
+         " s: ", first_line(e.what()));
+  }
+  return g;
+}
 
 namespace {
 
@@ -548,6 +617,7 @@ void all_reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean
     opts.timeout = g.timeout;
     check_same_collective(g, "all_reduce", flat);
     Comm& comm = comm_for(g, flat);
+    g.sent_bytes += bufs[0].nbytes();
     run_collective(g, comm, "all_reduce", [&] { return comm.allreduce(bufs, opts); });
     if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
@@ -565,6 +635,7 @@ void broadcast_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) 
     opts.timeout = g.timeout;
     check_same_collective(g, "broadcast", flat, root);
     Comm& comm = comm_for(g, flat);
+    if (g.env.rank == root) g.sent_bytes += bufs[0].nbytes();
     run_collective(g, comm, "broadcast", [&] { return comm.broadcast(bufs, opts); });
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
@@ -581,6 +652,7 @@ void reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, int root) {
     opts.timeout = g.timeout;
     check_same_collective(g, "reduce", flat, root);
     Comm& comm = comm_for(g, flat);
+    if (g.env.rank != root) g.sent_bytes += bufs[0].nbytes();
     run_collective(g, comm, "reduce", [&] { return comm.reduce(bufs, opts); });
     if (g.env.rank == root && !bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
@@ -640,6 +712,7 @@ std::shared_ptr<PendingCollective> dist_broadcast_start(DistGroup& g, const at::
   opts.timeout = g.timeout;
   check_same_collective(g, "broadcast", tensor, root);
   Comm& comm = comm_for(g, tensor);
+  if (g.env.rank == root) g.sent_bytes += p->wire.nbytes();
   p->stream_wait = waits_on_stream(comm);
   try {
     p->work = comm.broadcast(bufs, opts);
@@ -669,6 +742,7 @@ std::shared_ptr<PendingCollective> dist_reduce_start(DistGroup& g, const at::Ten
   opts.timeout = g.timeout;
   check_same_collective(g, "reduce", tensor, root);
   Comm& comm = comm_for(g, tensor);
+  if (g.env.rank != root) g.sent_bytes += p->wire.nbytes();
   p->stream_wait = waits_on_stream(comm);
   try {
     p->work = comm.reduce(bufs, opts);
@@ -697,6 +771,7 @@ std::shared_ptr<PendingCollective> dist_all_reduce_start(DistGroup& g, const at:
   opts.timeout = g.timeout;
   check_same_collective(g, "all_reduce", tensor);
   Comm& comm = comm_for(g, tensor);
+  g.sent_bytes += p->wire.nbytes();
   p->stream_wait = waits_on_stream(comm);
   try {
     p->work = comm.allreduce(bufs, opts);

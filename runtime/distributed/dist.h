@@ -48,6 +48,25 @@ int dist_rank(const DistGroup& g);
 int dist_world_size(const DistGroup& g);
 std::string dist_backend(const DistGroup& g);  // "gloo" or "nccl"
 
+// Splits `g`: `groups` lists disjoint lists of g's ranks (a rank's place in its list is its rank
+// in the new group), and the result is the new group holding this rank, or null for a rank in
+// none. Every rank of g must call it with the same lists, in the same order as its other
+// splits (each split's groups rendezvous under their own prefix of g's store, as c10d's
+// new_group does). The new group has g's backend, timeout and, for NCCL, a Gloo group for host
+// tensors beside it; every collective above, the store and bv.dist.fsdp take it. A group of one
+// rank runs no collectives (they are identities). big_vision's mesh {replica R, data D} is two
+// splits: the data groups {0..D-1}, {D..2D-1}, ... (the last mesh axis varies fastest, as
+// jax's devices.flatten()) and the replica groups {d, D + d, ...}.
+std::shared_ptr<DistGroup> dist_new_subgroups(DistGroup& g,
+                                              const std::vector<std::vector<int>>& groups);
+
+// Bytes this rank has handed to collectives on `g` as a sender since the group was made: an
+// all-reduce's whole buffer, a broadcast's on its root, a reduce's on every rank but the root,
+// each as it travels (bfloat16 through Gloo counts as the float32 it is sent as). What an
+// algorithm puts on the wire differs by a constant factor (a ring all-reduce sends
+// 2 (n - 1) / n of it); this is the payload the planner can predict.
+uint64_t dist_sent_bytes(const DistGroup& g);
+
 // All-reduces (sum) `tensors` in place across the group; mean = true divides by the world size
 // (floating-point tensors only). The tensors must share a dtype and a device; they travel in
 // flat buffers of up to 32 MiB (buckets), so N small tensors cost one collective. NCCL takes CUDA

@@ -110,6 +110,8 @@ T.test("bad mesh, strategy or rules name themselves", function()
            "zero1 over axis")
   T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="model")'}}}, nil) end,
            "the 'data' axis only")
+  T.raises(function() sharding.new({mesh = {{"a", 1}, {"b", 1}, {"data", -1}}}, nil) end,
+           "config.mesh: bvlua supports the 1-D data mesh {{'data', -1}} and the 2-D one")
   T.raises(function() sharding.new({sharding_strategy = {{".*", 'fsdp(axis="data", foo=1)'}}}, nil) end,
            "fsdp has no argument 'foo'")
   T.raises(function() sharding.new({sharding_rules = {"act_batch"}}, nil) end,
@@ -127,6 +129,78 @@ T.test("bad mesh, strategy or rules name themselves", function()
   local s = sharding.new({sharding_strategy = {{"img/.*", "replicate"}}}, nil)
   T.raises(function() s:plan(shapes()) end, "no entry matches parameter")
   sharding.new({mesh = {{"data", -1}}, sharding_rules = {{"act_batch", {"data"}}}}, nil)  -- fine
+end)
+
+-- A process group for planning: rank `rank` of `world`, recording the splits asked of it.
+local function fake_group(rank, world)
+  local g = {splits = {}}
+  function g:rank() return rank end
+  function g:world_size() return world end
+  function g:backend() return "gloo" end
+  function g:new_subgroups(groups)
+    table.insert(self.splits, groups)
+    for _, ranks in ipairs(groups) do
+      for i, r in ipairs(ranks) do
+        if r == rank then return {name = #self.splits, rank = i - 1, size = #ranks} end
+      end
+    end
+  end
+  return g
+end
+
+T.test("2-D mesh: fsdp within each data group, owners by data rank, bytes over the replica axis", function()
+  local mesh = {{"replica", 2}, {"data", -1}}
+  local g = fake_group(3, 4)
+  local s = sharding.new({mesh = mesh, sharding_strategy = 'fsdp(axis="data", min_size_to_shard_mb=1)'}, g)
+  -- big_vision's device order: the last axis varies fastest (rank r: replica r // 2, data r % 2).
+  T.eq(g.splits, {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}})
+  T.eq({s.data_group.name, s.data_group.rank, s.replica_group.name, s.replica_group.rank},
+       {1, 1, 2, 1})
+  T.eq({s:data_size(), s:data_rank(), s.replicas}, {2, 1, 2})
+  local owner = s:plan(shapes())
+  -- The same split as 2 processes on the 1-D mesh: owners are data ranks.
+  local one_d = planned('fsdp(axis="data", min_size_to_shard_mb=1)', 2)
+  T.eq(owner, one_d.owner)
+  T.eq({owner["big/kernel"], owner["frozen/kernel"], owner["mid/kernel"], owner["mid2/kernel"]},
+       {0, 1, 0, 1})
+  T.truthy(s.sharded, "sharded")
+  T.eq(s:opt_ctx({}).group, s.data_group)  -- global norms: summed within the data group
+  local mine = {}
+  for _, p in ipairs(s:owned_shapes()) do mine[#mine + 1] = p.name end
+  T.eq(mine, {"frozen/kernel", "mid2/kernel", "tiny/bias"})
+  -- Data rank 1 owns frozen (4 MiB) and mid2 (2 MiB): their float32 gradients cross the replica
+  -- axis.
+  T.eq(s:replica_bytes_planned(), 6 * 2 ^ 20)
+  -- One data rank per data group: nothing to shard over, nothing split, no groups.
+  local r = sharding.new({mesh = {{"replica", -1}, {"data", 1}}, sharding_strategy = 'fsdp(axis="data", min_size_to_shard_mb=0)'}, fake_group(0, 2))
+  r:plan(shapes())
+  T.truthy(not r.sharded and next(r.owner) == nil and r.replica_group == nil, "replicated")
+  -- Any names: the last axis is the one sharded over (big_vision's jet configs: replica, fsdp).
+  local f = sharding.new({mesh = {{"replica", 2}, {"fsdp", -1}}, sharding_strategy = 'fsdp(axis="fsdp")'}, fake_group(0, 4))
+  T.eq(f.data_axis, "fsdp")
+  -- A 1-D mesh stays as it was: the data group is the world, no replica group.
+  local w = fake_group(1, 2)
+  local one = sharding.new({mesh = {{"data", -1}}}, w)
+  T.truthy(one.data_group == w and one.replica_group == nil and #w.splits == 0, "1-D")
+end)
+
+T.test("2-D mesh errors name the key", function()
+  local function new(cfg, world) return sharding.new(cfg, fake_group(0, world)) end
+  T.raises(function() new({mesh = {{"replica", 3}, {"data", -1}}}, 4) end,
+           "config.mesh: the replica axis has 3 devices, which does not divide the run's 4 processes")
+  T.raises(function() new({mesh = {{"replica", 2}, {"data", 3}}}, 4) end,
+           "config.mesh: the replica 2 x data 3 axis has 6 devices but the run has 4 processes")
+  T.raises(function() new({mesh = {{"replica", -1}, {"data", -1}}}, 4) end,
+           "config.mesh: only one axis may have size -1")
+  T.raises(function() new({mesh = {{"data", 2}, {"data", 2}}}, 4) end, "two axes named 'data'")
+  T.raises(function() new({mesh = {{"replica", 2}, {"data", 0}}}, 4) end,
+           "config.mesh[2] must be a {name, size} pair")
+  T.raises(function()
+    new({mesh = {{"replica", 2}, {"data", -1}}, sharding_strategy = 'fsdp(axis="replica")'}, 4)
+  end, "config.sharding_strategy[1]: fsdp over the 'replica' axis: bvlua shards over the mesh's last axis ('data')")
+  T.raises(function()
+    new({mesh = {{"replica", 2}, {"data", -1}}, sharding_strategy = {{".*", 'zero1(axis="model")'}}}, 4)
+  end, "config.sharding_strategy[1]: zero1 over axis \"model\": config.mesh has the axes 'replica' and 'data'")
 end)
 
 T.run()

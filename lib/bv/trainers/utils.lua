@@ -134,7 +134,9 @@ for _, k in ipairs({
   {"device", "string", "auto", "what to train on: auto, cpu, cuda, cuda:N (--device wins)"},
   {"trainer", "string", "classification", "the trainer: classification, "
     .. "proj.paligemma.train, or a .lua file"},
-  {"mesh", "list", {{"data", -1}}, "the device mesh; only the 1-D data mesh"},
+  {"mesh", "list", {{"data", -1}}, "the device mesh: {{\"data\", -1}}, or {{\"replica\", R}, "
+    .. "{\"data\", -1}} (hybrid: fsdp and zero1 shard within each data group of consecutive "
+    .. "ranks and replicate across the replica axis)"},
   {"sharding_strategy", "list", {{".*", "replicate"}}, "{regex, strategy} pairs: replicate, "
     .. "fsdp(axis=\"data\"), zero1(axis=\"data\")"},
   {"sharding_rules", "list", nil, "accepted with big_vision's meaning on the data mesh"},
