@@ -16,7 +16,7 @@
 //   bv.dist.launch({exe, args...}, nproc, {port = 0, grace = 30})   --> exit code
 //   bv.dist.executable()                   --> this program's path, for relaunching it
 //   bv.dist.fsdp(group, specs)             --> fully sharded parameters (bindings/fsdp.cpp)
-//   local b = bv.dist.grad_buckets(group, names, {bucket_mb = 32})
+//   local b = bv.dist.grad_buckets(group, names, {bucket_mb = 32, wire_dtype = "float32"})
 //                                          --> the gradients of `names` all-reduced during the
 //                                              backward (runtime/distributed/grad_buckets.h)
 //   b:run(fn, ...)                         --> fn(...), a training step's loss_and_grads inside:
@@ -302,11 +302,20 @@ int dist_grad_buckets(lua_State* L) {
     names.emplace_back(lua_tostring(L, -1));
     lua_pop(L, 1);
   }
-  check_option_keys(L, 3, "dist.grad_buckets", {"bucket_mb"});
+  check_option_keys(L, 3, "dist.grad_buckets", {"bucket_mb", "wire_dtype"});
   double mb = opt_number(L, 3, "bucket_mb", 32, "dist.grad_buckets");
   if (!(mb > 0)) raise(L, str("dist.grad_buckets: bucket_mb must be positive, got ", mb));
+  std::string wire = "float32";
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "wire_dtype");
+    if (!lua_isnil(L, -1)) wire = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+    lua_pop(L, 1);
+  }
+  if (wire != "float32" && wire != "bfloat16") {
+    raise(L, "dist.grad_buckets: wire_dtype must be \"float32\" or \"bfloat16\"");
+  }
   auto b = std::make_shared<GradBuckets>(std::move(group), std::move(names),
-                                         static_cast<int64_t>(mb * (1 << 20)));
+                                         static_cast<int64_t>(mb * (1 << 20)), wire == "bfloat16");
   void* p = lua_newuserdatauv(L, sizeof(BucketsPtr), 0);
   new (p) BucketsPtr(std::move(b));
   luaL_setmetatable(L, kBucketsMeta);

@@ -207,7 +207,8 @@ function M.new(config, group, device)
   end
   self.reshard_after_forward = reshard
   -- config.sharding_wire_dtype (default "float32"): "bfloat16" sends fsdp's float32 parameters
-  -- and their gradients as bfloat16 (bv.dist.fsdp's wire_dtype).
+  -- and their gradients as bfloat16 (bv.dist.fsdp's wire_dtype), and the float32 gradients that
+  -- replicate and zero1 all-reduce (see Sharding:gradients).
   local wire = config.sharding_wire_dtype
   if wire == nil then wire = "float32" end
   if wire ~= "float32" and wire ~= "bfloat16" then
@@ -417,7 +418,8 @@ function Sharding:grad_buckets(params)
       if not (self.kind and self.kind[name] == "fsdp") then names[#names + 1] = name end
     end
     self._buckets = #names > 0
-      and bv.dist.grad_buckets(self.group, names, {bucket_mb = self.bucket_mb}) or false
+      and bv.dist.grad_buckets(self.group, names, {bucket_mb = self.bucket_mb,
+                                                   wire_dtype = self.wire_dtype}) or false
   end
   return self._buckets or nil
 end
@@ -430,6 +432,13 @@ end
 -- into buckets). Either way the same sums, up to the order in which Gloo or NCCL adds the ranks'
 -- float32 values. Nothing is read on the host. Returns the loss and the gradients of what this
 -- rank owns.
+--
+-- sharding_wire_dtype "bfloat16": the float32 gradients of replicate and zero1 travel as
+-- bfloat16, on both paths. Each rank rounds its float32 gradient (micro-batches already summed in
+-- float32) to bfloat16, the backend sums the ranks' bfloat16 values (each hop's sum rounded to
+-- bfloat16: Gloo and NCCL alike), and the sum is converted back to float32 (exactly) and divided
+-- by the number of processes in float32. The loss, the metrics and gradients of other dtypes
+-- travel as they are.
 function Sharding:gradients(params, fn)
   local run = fn
   if self.fsdp then run = function(p) return self.fsdp:run(fn, p) end end
@@ -461,10 +470,22 @@ function Sharding:gradients(params, fn)
   end
   loss = loss:reshape({1}):clone()  -- its own storage: reduced in place with the gradients
   add(loss)
+  local narrow, narrow_names = {}, {}  -- sharding_wire_dtype bfloat16: the bfloat16 copies
   for _, name in ipairs(sorted_keys(grads)) do
-    if self.kind[name] ~= "fsdp" then add(grads[name]) end
+    if self.kind[name] ~= "fsdp" then
+      local g = grads[name]
+      if self.wire_dtype == "bfloat16" and g:dtype() == "float32" then
+        narrow[#narrow + 1], narrow_names[#narrow + 1] = g:to("bfloat16"), name
+      else
+        add(g)
+      end
+    end
   end
   for _, d in ipairs(sorted_keys(by_dtype)) do self.group:all_reduce(by_dtype[d], {mean = true}) end
+  if #narrow > 0 then
+    self.group:all_reduce(narrow, {mean = false})  -- the bfloat16 sum
+    for i, name in ipairs(narrow_names) do grads[name] = narrow[i]:to("float32") / self.world end
+  end
   return loss:reshape({}), self:drop_unowned(grads)
 end
 
@@ -494,7 +515,7 @@ function Sharding:replica_mean(owned)
 end
 
 -- The bytes a step's replica_mean sends from this rank: what its data rank owns of the fsdp
--- parameters (their gradients have the parameters' dtype; Gloo sends bfloat16 as float32).
+-- parameters (their gradients have the parameters' dtype, and travel in it).
 -- 0 without a replica axis.
 function Sharding:replica_bytes_planned()
   if not self.replica_group or not self.fsdp_load then return 0 end
@@ -503,7 +524,6 @@ function Sharding:replica_bytes_planned()
     if self.kind[name] == "fsdp" then
       local p = self.shapes[name]
       local size = DTYPE_BYTES[p.dtype] or 4
-      if p.dtype == "bfloat16" and self.group:backend() ~= "nccl" then size = 4 end
       local o, d = self.owner[name], self:data_rank()
       if type(o) == "number" then
         if o == d then n = n + numel(p.shape) * size end

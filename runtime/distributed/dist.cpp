@@ -369,16 +369,17 @@ void check_same_collective(DistGroup& g, const char* op, const at::Tensor& flat,
 
 // The buffer the backend works on: NCCL takes CUDA tensors (host ones go to the Gloo side group,
 // or without one to this rank's current device and back). Gloo gets host
-// tensors (a CUDA libtorch without NCCL still trains, just slower) of the dtypes it has;
-// bfloat16 goes as float32, which also sums more exactly.
+// tensors (a CUDA libtorch without NCCL still trains, just slower) of the dtypes it has.
+// bfloat16 travels as bfloat16, 2 bytes a value, as on NCCL (this libtorch's Gloo reduces it: each
+// hop adds two bfloat16 values in float32 and rounds the sum to bfloat16); a caller that wants
+// a float32 sum sends float32.
 at::Tensor wire_buffer(const DistGroup& g, const at::Tensor& flat, const char* op) {
   if (g.backend == "nccl" && (flat.is_cuda() || !g.host_comm)) {
     return flat.is_cuda() ? flat : flat.to(at::kCUDA);
   }
   at::ScalarType t = flat.scalar_type();
-  if (t == at::kBFloat16) return flat.to(at::kCPU, at::kFloat);
-  BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kChar ||
-               t == at::kByte || t == at::kInt || t == at::kLong,
+  BV_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16 ||
+               t == at::kChar || t == at::kByte || t == at::kInt || t == at::kLong,
            "dist.", op, ": the gloo backend cannot reduce or send ", t, " tensors");
   // Gloo has no device transport: another device's tensors go through the host and back (NCCL
   // is the backend for CUDA; this keeps CPU-only collectives usable on any device).
@@ -619,7 +620,7 @@ void all_reduce_bucket(DistGroup& g, std::vector<at::Tensor>& tensors, bool mean
     Comm& comm = comm_for(g, flat);
     g.sent_bytes += bufs[0].nbytes();
     run_collective(g, comm, "all_reduce", [&] { return comm.allreduce(bufs, opts); });
-    if (mean) bufs[0].div_(g.env.world_size);  // before a bfloat16 buffer goes back
+    if (mean) bufs[0].div_(g.env.world_size);  // on the wire buffer (the tensors' dtype)
     if (!bufs[0].is_same(flat)) flat.copy_(bufs[0]);
   }
   unflatten(flat, tensors);
@@ -792,7 +793,7 @@ void dist_wait(PendingCollective& p) {
   }
   if (!p.copy_back) return;
   at::NoGradGuard no_grad;
-  // Divided where the sum is, before a bfloat16 target rounds it (as all_reduce_bucket does).
+  // Divided where the sum is (the wire buffer has the target's dtype, as in all_reduce_bucket).
   if (p.mean) p.wire.div_(p.group->env.world_size);
   at::Tensor flat = p.target.view({-1});
   if (!p.wire.is_same(flat) && p.wire.data_ptr() != flat.data_ptr()) flat.copy_(p.wire);

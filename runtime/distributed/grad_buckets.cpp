@@ -33,6 +33,7 @@ struct Bucket {
   at::Device device = at::kCPU;
   int64_t numel = 0;
   at::Tensor flat;  // this step's buffer
+  at::Tensor wire;  // under wire_bfloat16, flat's bfloat16 copy that the all-reduce sums
   int64_t missing = 0;
   std::shared_ptr<PendingCollective> pending;
 };
@@ -48,6 +49,7 @@ void ensure_buffer(Bucket& b) {
 struct GradBuckets::State {
   std::shared_ptr<DistGroup> group;
   int64_t bucket_bytes = 0;
+  bool wire_bfloat16 = false;
   std::vector<Slot> slots;  // by name
   std::map<std::string, size_t> index;
   Mode mode = Mode::kIdle;
@@ -63,6 +65,8 @@ struct GradBuckets::State {
   at::Tensor on_grad(size_t i, const void* impl, const at::Tensor& grad);
   at::Tensor pack(Slot& slot, const at::Tensor& grad, bool add_accumulated);
   void start_ready(bool in_backward);
+  bool narrow(at::ScalarType dtype) const { return wire_bfloat16 && dtype == at::kFloat; }
+  void finish(Bucket& b);
   void make_layout();
   void allocate();
   void reset() noexcept;
@@ -131,10 +135,25 @@ at::Tensor GradBuckets::State::pack(Slot& slot, const at::Tensor& grad, bool add
 void GradBuckets::State::start_ready(bool in_backward) {
   while (next_start < buckets.size() && buckets[next_start].missing == 0) {
     Bucket& b = buckets[next_start++];
-    b.pending = dist_all_reduce_start(*group, b.flat, /*mean=*/true);
+    if (narrow(b.dtype)) {
+      at::NoGradGuard no_grad;
+      b.wire = b.flat.to(at::kBFloat16);  // round to nearest even
+      b.pending = dist_all_reduce_start(*group, b.wire, /*mean=*/false);
+    } else {
+      b.pending = dist_all_reduce_start(*group, b.flat, /*mean=*/true);
+    }
     ++stats.buckets;
     if (in_backward) ++stats.started_in_backward;
   }
+}
+
+// Waits for bucket b's all-reduce; a bfloat16 sum goes back into the float32 bucket (exactly)
+// and is divided there by the number of processes.
+void GradBuckets::State::finish(Bucket& b) {
+  dist_wait(*b.pending);
+  if (!b.wire.defined()) return;
+  b.flat.copy_(b.wire).div_(dist_world_size(*group));
+  b.wire = at::Tensor();
 }
 
 // Rank 0's arrival order, broadcast, cut into buckets of one dtype and device and at most
@@ -184,6 +203,7 @@ void GradBuckets::State::make_layout() {
 void GradBuckets::State::allocate() {
   for (Bucket& b : buckets) {
     b.flat = at::Tensor();
+    b.wire = at::Tensor();
     b.missing = static_cast<int64_t>(b.slots.size());
     b.pending.reset();
   }
@@ -198,6 +218,7 @@ void GradBuckets::State::reset() noexcept {
   }
   for (Bucket& b : buckets) {
     b.flat = at::Tensor();
+    b.wire = at::Tensor();
     b.pending.reset();
   }
   order.clear();
@@ -206,7 +227,7 @@ void GradBuckets::State::reset() noexcept {
 }
 
 GradBuckets::GradBuckets(std::shared_ptr<DistGroup> group, std::vector<std::string> names,
-                         int64_t bucket_bytes)
+                         int64_t bucket_bytes, bool wire_bfloat16)
     : state_(std::make_shared<State>()) {
   BV_CHECK(group, "grad_buckets: no process group");
   BV_CHECK(bucket_bytes > 0, "grad_buckets: bucket_bytes must be positive, got ", bucket_bytes);
@@ -214,6 +235,7 @@ GradBuckets::GradBuckets(std::shared_ptr<DistGroup> group, std::vector<std::stri
   names.erase(std::unique(names.begin(), names.end()), names.end());
   state_->group = std::move(group);
   state_->bucket_bytes = bucket_bytes;
+  state_->wire_bfloat16 = wire_bfloat16;
   for (std::string& name : names) {
     state_->index[name] = state_->slots.size();
     state_->slots.emplace_back();
@@ -293,7 +315,7 @@ void GradBuckets::after_backward(train::Gradients& out) {
   s.start_ready(/*in_backward=*/false);
   BV_CHECK(s.next_start == s.buckets.size(), "grad_buckets: a bucket was left incomplete");
   dist_wait(*s.loss_pending);
-  for (Bucket& b : s.buckets) dist_wait(*b.pending);
+  for (Bucket& b : s.buckets) s.finish(b);
   for (size_t i = 0; i < s.slots.size(); ++i) {
     Slot& slot = s.slots[i];
     auto it = out.grads.find(slot.name);
@@ -304,9 +326,16 @@ void GradBuckets::after_backward(train::Gradients& out) {
   // Gradients outside the layout (none when every step's backward reaches the same parameters),
   // in name order on every rank.
   for (size_t k = 0; k < leftovers.size(); ++k) {
-    std::vector<at::Tensor> one{leftovers[k].clone()};
-    dist_all_reduce(*s.group, one, /*mean=*/true);
-    out.grads[leftover_names[k]] = one[0];
+    const at::Tensor& g = leftovers[k];
+    if (s.narrow(g.scalar_type())) {
+      std::vector<at::Tensor> one{g.to(at::kBFloat16)};
+      dist_all_reduce(*s.group, one, /*mean=*/false);
+      out.grads[leftover_names[k]] = one[0].to(at::kFloat).div_(dist_world_size(*s.group));
+    } else {
+      std::vector<at::Tensor> one{g.clone()};
+      dist_all_reduce(*s.group, one, /*mean=*/true);
+      out.grads[leftover_names[k]] = one[0];
+    }
   }
   out.loss = s.loss.reshape({});
   ++s.stats.steps;

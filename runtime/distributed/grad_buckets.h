@@ -14,6 +14,13 @@
 // step's gradients arrived on rank 0 (broadcast to the others). That first step all-reduces its
 // buckets after its backward, as the path without overlap does.
 //
+// wire_bfloat16 (config.sharding_wire_dtype = "bfloat16"): a float32 bucket travels as bfloat16,
+// half the bytes. Its all-reduce starts on a bfloat16 copy of the bucket (each rank's float32
+// gradient, its micro-batches already summed in float32, rounded to nearest even), the backend
+// sums the ranks' copies in bfloat16 (rounding each hop's sum), and after_backward converts the
+// sum back into the float32 bucket (exactly) and divides it there by the number of processes.
+// The loss and buckets of other dtypes travel as they are.
+//
 // Hooks run on autograd's threads (a CUDA device's): nothing here calls into Lua.
 #pragma once
 
@@ -41,7 +48,7 @@ class GradBuckets : public train::BackwardObserver {
  public:
   // names: the parameters whose gradients go through here (the others are left as they are).
   GradBuckets(std::shared_ptr<DistGroup> group, std::vector<std::string> names,
-              int64_t bucket_bytes);
+              int64_t bucket_bytes, bool wire_bfloat16 = false);
   ~GradBuckets() override;
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;

@@ -145,11 +145,13 @@ for _, k in ipairs({
   {"sharding_reshard_after_forward", "bool", true, "fsdp with remat: a layer's fetched "
     .. "parameters go after its forward and are broadcast again for its recomputation (false: "
     .. "kept until then, one broadcast instead of two, the layers' parameters whole meanwhile)"},
-  {"sharding_wire_dtype", "string", "float32", "fsdp: \"bfloat16\" sends float32 parameters "
-    .. "to the other processes, and their gradients back to the owner, as bfloat16 (half the "
-    .. "bytes); every process computes with the owner's value rounded to bfloat16, and the owner "
-    .. "adds the bfloat16 sum of the gradients into its float32 gradient; parameters and "
-    .. "optimizer state stay float32"},
+  {"sharding_wire_dtype", "string", "float32", "\"bfloat16\": float32 values travel between "
+    .. "processes as bfloat16 (half the bytes). fsdp: parameters go to the other processes and "
+    .. "their gradients back to the owner as bfloat16; every process computes with the owner's "
+    .. "value rounded to bfloat16, and the owner adds the bfloat16 sum of the gradients into its "
+    .. "float32 gradient. replicate and zero1: each process's gradient is rounded to bfloat16, "
+    .. "the sum travels as bfloat16 and the mean is taken in float32. Parameters, optimizer "
+    .. "state, the loss and metrics stay float32"},
 }) do TRAINER_KEYS[#TRAINER_KEYS + 1] = k end
 durations("log_training", "how often to log training metrics", TRAINER_KEYS)
 durations("ckpt", "how often to save a checkpoint (none without one of them)", TRAINER_KEYS)

@@ -3,7 +3,8 @@
 -- the owner's float32 value rounded to bfloat16 (float32 and the default: the exact value), and a
 -- float64 parameter travels as it is. Training: a scanned ViT, all of it fsdp (split by layer),
 -- trains STEPS SGD steps (learning rate LR) with the wire in float32 (the default) and in bfloat16: the bytes
--- broadcast and reduced a step halve, as many collectives run, the owner's gradient is the mean
+-- broadcast and reduced a step halve, as do the bytes the group sends (g:sent_bytes(), but for
+-- the loss's 4: Gloo moves bfloat16 as bfloat16), as many collectives run, the owner's gradient is the mean
 -- of a bfloat16 sum (twice it is a bfloat16 number), and the losses stay within LOSS_TOL of the
 -- float32 run's (the largest difference is printed). The default's first loss equals one
 -- process's on the same examples, bit for bit. "fake": on the test device (rank r on fake:r).
@@ -91,10 +92,11 @@ for _, wire in ipairs({"default", "bfloat16"}) do
   local run = {losses = {}, per_step = {}}
   for k = 1, STEPS do
     local b0, r0, bb0, rb0 = fs:broadcasts(), fs:reduces(), fs:broadcast_bytes(), fs:reduce_bytes()
+    local sent0 = g:sent_bytes()
     local loss, grads = S:gradients(held, step)
     run.per_step[k] = {broadcasts = fs:broadcasts() - b0, reduces = fs:reduces() - r0,
                        broadcast_bytes = fs:broadcast_bytes() - bb0,
-                       reduce_bytes = fs:reduce_bytes() - rb0}
+                       reduce_bytes = fs:reduce_bytes() - rb0, sent = g:sent_bytes() - sent0}
     run.losses[k] = loss:item()
     run.grads = run.grads or grads
     local owned = S:owned(held)
@@ -119,6 +121,9 @@ for k = 1, STEPS do
   assert(a.reduce_bytes > 0 and c.reduce_bytes * 2 == a.reduce_bytes,
          string.format("%s: %d bytes reduced in bfloat16, %d in float32", where, c.reduce_bytes,
                        a.reduce_bytes))
+  assert(a.sent > 4 and c.sent - 4 == (a.sent - 4) / 2,
+         string.format("%s: the group sent %d bytes in bfloat16, %d in float32 (the loss's 4 in "
+                       .. "each)", where, c.sent, a.sent))
   local diff = math.abs(b.losses[k] - f.losses[k])
   worst = math.max(worst, diff)
   assert(diff <= LOSS_TOL, string.format("%s: loss %.6f in bfloat16, %.6f in float32 (tolerance "
@@ -143,6 +148,8 @@ assert(not rounded_f32, "the float32 run's gradients are bfloat16 numbers too")
 assert(grad_rel < 0.02, string.format("rank %d: the bfloat16 gradients differ from float32 by %g "
                                       .. "of the largest value", r, grad_rel))
 local last = f.per_step[STEPS]
+print(string.format("rank %d: a step sends %d bytes in float32, %d in bfloat16 (g:sent_bytes())",
+                    r, last.sent, b.per_step[STEPS].sent))
 print(string.format("rank %d: a step broadcasts %d bytes and reduces %d in float32, %d and %d in "
                     .. "bfloat16; losses %.4f -> %.4f in float32, largest difference in bfloat16 "
                     .. "%.2e over %d steps (tolerance %g); first gradients within %.2e of the "
