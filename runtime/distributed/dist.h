@@ -62,7 +62,7 @@ std::shared_ptr<DistGroup> dist_new_subgroups(DistGroup& g,
 
 // Bytes this rank has handed to collectives on `g` as a sender since the group was made: an
 // all-reduce's whole buffer, a broadcast's on its root, a reduce's on every rank but the root,
-// each as it travels (bfloat16 through Gloo counts as the float32 it is sent as). What an
+// each as it travels (2 bytes a value for bfloat16, on Gloo as on NCCL). What an
 // algorithm puts on the wire differs by a constant factor (a ring all-reduce sends
 // 2 (n - 1) / n of it); this is the payload the planner can predict.
 uint64_t dist_sent_bytes(const DistGroup& g);

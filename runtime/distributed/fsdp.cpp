@@ -267,8 +267,8 @@ std::shared_ptr<PendingCollective> FsdpParams::broadcast(const Param& p, const a
                                                          int owner, bool start) {
   ++broadcasts_;
   broadcast_bytes_ += static_cast<int64_t>(buffer.nbytes());
-  // A broadcast copies bits: a bfloat16 buffer goes as the float16 view of its bytes, which every
-  // backend moves 2 bytes a value (bv.dist's Gloo path would widen bfloat16 to float32).
+  // A broadcast copies bits: a bfloat16 buffer goes as the float16 view of its bytes, 2 bytes a
+  // value on every backend (bv.dist now keeps bfloat16 as it is too; the view is harmless).
   at::Tensor wire = narrow(p) ? buffer.view(at::kHalf) : buffer;
   if (start) return dist_broadcast_start(*group_, wire, owner);
   std::vector<at::Tensor> bufs{wire};

@@ -167,7 +167,7 @@ void worker_collectives(const std::string& out) {
   REQUIRE(at::equal(ms[0], at::full({4}, 1.5f)));
   REQUIRE(at::equal(ms[1], at::arange(3, at::kFloat) * 1.5f));
 
-  // bfloat16 (gloo has none: it travels as float32) on a non-contiguous view; bool is an error.
+  // bfloat16 (summed as bfloat16 at each hop) on a non-contiguous view; bool is an error.
   std::vector<at::Tensor> bf = {at::full({2, 2}, k).to(at::kBFloat16).t()};
   bv::dist_all_reduce(*g, bf, true);
   REQUIRE(bf[0].scalar_type() == at::kBFloat16);
