@@ -32,11 +32,11 @@
 // owner included, computes with that rounded value converted back to float32: all replicas of the
 // forward see the same parameter, as they do in float32. Each rank rounds its gradient of a part
 // to bfloat16 and the sum over ranks arrives at the owner as bfloat16 (Gloo and NCCL add two
-// bfloat16 values and round the sum to bfloat16 at each hop); the owner converts that sum to float32, divides it by the number of
-// processes and adds it to its float32 gradient, so the accumulation over accum_steps passes and
-// over a part's several reads is float32. The owned values, their gradients and the optimizer's
-// state stay float32; gather (whole values for checkpoints and evaluation) sends float32; a
-// parameter of another dtype travels as it is.
+// bfloat16 values and round the sum to bfloat16 at each hop); the owner converts that sum to
+// float32, divides it by the number of processes and adds it to its float32 gradient, so the
+// accumulation over accum_steps passes and over a part's several reads is float32. The owned
+// values, their gradients and the optimizer's state stay float32; gather (whole values for
+// checkpoints and evaluation) sends float32; a parameter of another dtype travels as it is.
 #pragma once
 
 #include <ATen/core/Tensor.h>
