@@ -3,9 +3,11 @@
 # from the workdir and saves checkpoints of ~64 MB (every tensor filled with the step number) in
 # a loop, logging each step after its save returned; the parent kills it with SIGKILL at a
 # random moment of that loop, eight times. After every kill, bv.ckpt.load must return a complete
-# checkpoint without a warning: the last logged step (or the one after it, when the kill landed
-# between the save and the log line), with exactly the values that step wrote; kept checkpoints
-# (every 10th step) must all still be there, and at most one *.tmp-* leftover may exist.
+# checkpoint without a warning (but one: LAST naming the previous checkpoint, when the kill landed
+# between the rename and LAST's update, as checkpoint.h allows): the last logged step (or the one
+# after it, when the kill landed between the save and the log line), with exactly the values that
+# step wrote; kept checkpoints (every 10th step) must all still be there, and at most one *.tmp-*
+# leftover may exist.
 # A final unkilled run must clean the leftovers up.
 # Usage: checkpoint_kill_test.sh path/to/bvlua
 set -u
@@ -50,7 +52,14 @@ end
 local c = bv.ckpt.load(workdir)
 if last == 0 and not c then print("no checkpoint yet") return end
 assert(c, "no checkpoint loaded although step " .. last .. " completed")
-assert(c.warning == nil, "unexpected fallback: " .. tostring(c.warning))
+if c.warning then
+  -- The one warning a kill may cause (runtime/ckpt/checkpoint.h): between the new directory's
+  -- rename into place and LAST's update, LAST still names the previous checkpoint and the newer,
+  -- valid one is taken. Any other warning (a broken directory skipped) is a failure.
+  local older, newer = c.warning:match("names ckpt%-(%d+), but ckpt%-(%d+) is newer and valid")
+  assert(older and tonumber(newer) == c.step and tonumber(older) < c.step,
+         "unexpected fallback: " .. tostring(c.warning))
+end
 assert(c.step == last or c.step == last + 1,
        string.format("loaded step %d, but the last completed save was step %d", c.step, last))
 local want = {["params/a"] = {4, 1024, 1024}, ["params/b"] = {2, 1024, 1024},
