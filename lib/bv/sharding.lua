@@ -502,7 +502,18 @@ function Sharding:replica_mean(owned)
     table.insert(by_dtype[d], owned[name])
   end
   for _, d in ipairs(sorted_keys(by_dtype)) do
-    self.replica_group:all_reduce(by_dtype[d], {mean = true})
+    local ts = by_dtype[d]
+    if d == "float32" and self.wire_dtype == "bfloat16" then
+      -- As replicate's gradients travel (Sharding:gradients): each rank's shard rounded to
+      -- bfloat16, the sum as bfloat16, back to float32 and divided by the replica count there.
+      local narrow = {}
+      for i, t in ipairs(ts) do narrow[i] = t:to("bfloat16") end
+      self.replica_group:all_reduce(narrow, {mean = false})
+      local replicas = self.replica_group:world_size()
+      for i, t in ipairs(ts) do t:copy_(narrow[i]:to("float32") / replicas) end
+    else
+      self.replica_group:all_reduce(ts, {mean = true})
+    end
   end
   self.replica_bytes = self.replica_group:sent_bytes() - before
   self.replica_steps = (self.replica_steps or 0) + 1
@@ -515,7 +526,8 @@ function Sharding:replica_mean(owned)
 end
 
 -- The bytes a step's replica_mean sends from this rank: what its data rank owns of the fsdp
--- parameters (their gradients have the parameters' dtype, and travel in it).
+-- parameters (their gradients have the parameters' dtype, and travel in it, float32 as bfloat16
+-- under sharding_wire_dtype "bfloat16").
 -- 0 without a replica axis.
 function Sharding:replica_bytes_planned()
   if not self.replica_group or not self.fsdp_load then return 0 end
@@ -524,6 +536,7 @@ function Sharding:replica_bytes_planned()
     if self.kind[name] == "fsdp" then
       local p = self.shapes[name]
       local size = DTYPE_BYTES[p.dtype] or 4
+      if p.dtype == "float32" and self.wire_dtype == "bfloat16" then size = 2 end
       local o, d = self.owner[name], self:data_rank()
       if type(o) == "number" then
         if o == d then n = n + numel(p.shape) * size end

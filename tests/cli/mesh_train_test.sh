@@ -3,7 +3,8 @@
 # config.mesh = {{"replica", 2}, {"data", -1}} with fsdp(axis="data") end with the 1-process
 # parameters and optimizer state (as cli.dist_train_test's 2-process runs do), and the bytes each
 # rank sends over the replica axis in a step, logged by the run, equal the planner's figure
-# (together: the whole model's float32 bytes once per replica group). Also zero1 on the same
+# (together: the whole model's float32 bytes once per replica group; half with
+# sharding_wire_dtype bfloat16). Also zero1 on the same
 # mesh, and tests/lua/dist/mesh_groups.lua: the subgroups themselves, on the CPU and on the test
 # device, collectives checked across ranks.
 # Usage: mesh_train_test.sh path/to/bvlua
@@ -59,6 +60,10 @@ grep -q "NOTE: Mesh replica 2 x data 2" "$TMP/out" || fail "the mesh note"
 train mesh_zero1 4 "$MESH" "$ZERO1"
 
 grep "sent .* bytes over the replica axis" "$TMP/out" >"$TMP/bytes" || fail "no bytes line"
+: >"$TMP/out"
+# The same with sharding_wire_dtype bfloat16: the shards cross the replica axis as bfloat16.
+train mesh_bf16 4 "$MESH" "$FSDP" --config.sharding_wire_dtype=bfloat16
+grep "sent .* bytes over the replica axis" "$TMP/out" >"$TMP/bytes_bf16" || fail "no bf16 bytes line"
 "$BVLUA" -e "
 -- Parameters and optimizer state against the 1-process run (float32 sums in another order
 -- differ in the last bits; the bf16 momentum may round to a neighbouring bf16 value).
@@ -84,24 +89,39 @@ for _, w in ipairs({'mesh', 'mesh_zero1'}) do
   assert(worst_p < 1e-5, w .. ': float32 tensors differ from the 1-process run by ' .. worst_p)
   assert(worst_m <= 2 ^ -7, w .. ': bf16 momentum differs from the 1-process run by ' .. worst_m)
 end
+-- bfloat16 on the wire: the same run to bfloat16 rounding of what travels.
+do
+  local ck, worst = bv.ckpt.load('$TMP/mesh_bf16'), 0
+  for name, t in pairs(ref.tensors) do
+    if name:find('^params/') then
+      worst = math.max(worst, (ck.tensors[name]:to('float64') - t:to('float64')):abs():max():item())
+    end
+  end
+  print(string.format('mesh_bf16: max |difference| of the parameters to the 1-process run %.3g', worst))
+  assert(worst > 0 and worst < 2e-3, 'mesh_bf16: parameters differ from the 1-process run by ' .. worst)
+end
 -- Bytes over the replica axis: measured (bv.dist's count) = planned on each of the 4 ranks, and
 -- the two data ranks together send every parameter's float32 gradient once.
 local total = 0
 for name, t in pairs(ref.tensors) do
   if name:find('^params/') then total = total + t:numel() * 4 end
 end
-local by_rank, sum = {}, 0
-for line in io.lines('$TMP/bytes') do
-  local r, d, sent, planned = line:match('rank (%d) %(replica %d, data (%d)%) sent (%d+) bytes over the replica axis in its first step; planned (%d+)')
-  assert(r, 'unreadable: ' .. line)
-  print(string.format('rank %s (data %s): sent %s bytes over the replica axis, planned %s', r, d, sent, planned))
-  assert(sent == planned and tonumber(sent) > 0, line)
-  assert(not by_rank[r], 'rank ' .. r .. ' logged twice')
-  by_rank[r] = tonumber(sent)
+local function check_bytes(file, want_total)
+  local by_rank = {}
+  for line in io.lines(file) do
+    local r, d, sent, planned = line:match('rank (%d) %(replica %d, data (%d)%) sent (%d+) bytes over the replica axis in its first step; planned (%d+)')
+    assert(r, 'unreadable: ' .. line)
+    print(string.format('rank %s (data %s): sent %s bytes over the replica axis, planned %s', r, d, sent, planned))
+    assert(sent == planned and tonumber(sent) > 0, line)
+    assert(not by_rank[r], 'rank ' .. r .. ' logged twice')
+    by_rank[r] = tonumber(sent)
+  end
+  for r = 0, 3 do assert(by_rank[tostring(r)], 'rank ' .. r .. ' logged no bytes') end
+  assert(by_rank['0'] == by_rank['2'] and by_rank['1'] == by_rank['3'], 'replica peers differ')
+  assert(by_rank['0'] + by_rank['1'] == want_total, string.format('data ranks sent %d + %d, want %d bytes', by_rank['0'], by_rank['1'], want_total))
 end
-for r = 0, 3 do assert(by_rank[tostring(r)], 'rank ' .. r .. ' logged no bytes') end
-assert(by_rank['0'] == by_rank['2'] and by_rank['1'] == by_rank['3'], 'replica peers differ')
-assert(by_rank['0'] + by_rank['1'] == total, string.format('data ranks sent %d + %d, the model has %d bytes', by_rank['0'], by_rank['1'], total))
+check_bytes('$TMP/bytes', total)
+check_bytes('$TMP/bytes_bf16', total // 2)  -- every parameter is float32: half as bfloat16
 print('total model bytes ' .. total)
 " || fail "comparison"
 echo "mesh_train: ok"
