@@ -73,11 +73,7 @@ local function half(p, lo)
                           {loss = "softmax_xent"})
 end
 local function step(p) return half(p, r * 2 + 1) end
-local function init()
-  local p = {}
-  for name, t in pairs(m:init(0)) do p[name] = t:to(device) end
-  return p
-end
+local function init() return rank.init_on(m, device) end
 -- What the sharded step's loss is: the mean over ranks of each one's loss (a float32 sum).
 local one_process_loss = ((half(init(), 1) + half(init(), 3)) / 2):item()
 
