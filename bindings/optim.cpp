@@ -3,6 +3,8 @@
 //   local opt = bv.optim.new(json.encode(config), model:param_shapes(),
 //                            {total_steps = n, batch_size = b, data_size = d})
 //   local metrics = opt:update(params, grads)  -- params changed in place
+//   opt:set_lr_multiplier(0.5)  -- every schedule's value times 0.5 from the next update on
+//   opt:lr_multiplier()         -- 0.5 (1 by default)
 #include <lua.hpp>
 #include <nlohmann/json.hpp>
 
@@ -234,7 +236,8 @@ int optim_num_schedules(lua_State* L) {
   return 1;
 }
 
-// opt:schedule(i, count): schedule i (1-based, as in global_schedule) at optimizer count `count`.
+// opt:schedule(i, count): schedule i (1-based, as in global_schedule) at optimizer count `count`,
+// without the lr multiplier.
 int optim_schedule(lua_State* L) {
   optim::Optimizer& opt = check_optimizer(L, 1);
   int64_t i = check_int(L, 2);
@@ -243,6 +246,20 @@ int optim_schedule(lua_State* L) {
     raise(L, str("schedule ", i, " out of range 1..", opt.num_schedules()));
   }
   lua_pushnumber(L, opt.schedule(static_cast<int>(i - 1), count));
+  return 1;
+}
+
+// opt:set_lr_multiplier(m): every schedule's value (and global_schedule) times m from the next
+// update on; m finite and >= 0 (0 freezes the parameters). Returns opt.
+int optim_set_lr_multiplier(lua_State* L) {
+  check_optimizer(L, 1).set_lr_multiplier(luaL_checknumber(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
+// opt:lr_multiplier() -> the factor set_lr_multiplier set (1 by default).
+int optim_lr_multiplier(lua_State* L) {
+  lua_pushnumber(L, check_optimizer(L, 1).lr_multiplier());
   return 1;
 }
 
@@ -363,6 +380,8 @@ void open_optim(lua_State* L) {
       BV_FN("frozen", optim_frozen),
       BV_FN("num_schedules", optim_num_schedules),
       BV_FN("schedule", optim_schedule),
+      BV_FN("set_lr_multiplier", optim_set_lr_multiplier),
+      BV_FN("lr_multiplier", optim_lr_multiplier),
       BV_FN("state", optim_state),
       BV_FN("load_state", optim_load_state),
       BV_FN("load_state_tensor", optim_load_state_tensor),

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
@@ -105,6 +106,7 @@ struct Optimizer::Impl {
   std::unique_ptr<LeafTransform> transform;
   bool reference = false;  // config._reference_update: LeafTransform::reference_update, per leaf
   double lr = 0;
+  double lr_multiplier = 1;  // set_lr_multiplier: a factor on every schedule's value
   std::optional<double> clip_norm;
   int64_t count = 0;
   // ScheduleContext's fsdp fields.
@@ -335,8 +337,13 @@ UpdateMetrics Optimizer::update(std::map<std::string, at::Tensor>& params,
   // Clipping needs the norm at every step; otherwise it is computed at the steps that log it.
   at::Tensor grad_norm;
   if (m.clip_norm || all_norms) grad_norm = global_norm(trainable_grads);
+  // The schedules' float values times the multiplier, rounded back to float: x * 1.0 == x exactly
+  // in IEEE arithmetic, so the default multiplier leaves every bit as it was. Both update paths
+  // below (fused and reference) and global_schedule read `sched` only.
   std::vector<float> sched(m.schedules.size());
-  for (size_t s = 0; s < sched.size(); ++s) sched[s] = m.schedules[s](m.count);
+  for (size_t s = 0; s < sched.size(); ++s) {
+    sched[s] = static_cast<float>(m.schedules[s](m.count) * m.lr_multiplier);
+  }
 
   std::vector<at::Tensor> updates, all_params;
   if (m.reference) {
@@ -466,6 +473,13 @@ double Optimizer::schedule(int index, int64_t count) const {
            " does not exist (there are ", num_schedules(), ")");
   return impl_->schedules[index](count);
 }
+
+void Optimizer::set_lr_multiplier(double m) {
+  BV_CHECK(std::isfinite(m) && m >= 0, "optimizer: lr multiplier must be finite and >= 0, got ", m);
+  impl_->lr_multiplier = m;
+}
+
+double Optimizer::lr_multiplier() const { return impl_->lr_multiplier; }
 
 NamedTensors Optimizer::state() const {
   NamedTensors out;

@@ -2,6 +2,7 @@
 // (a null schedule freezes), gradient clipping over the non-frozen parameters, the optimizer
 // named by `optax_name`, lr and lr_mults, decoupled weight decay, and the schedule multiplier:
 //   Δθ = -sched(k) * (lr * Π lr_mult * opt(clip(g)) + wd * wd_mult * θ)
+// (sched(k) times lr_multiplier(), which a running job may change; 1 by default).
 // Parameters are updated in place. Knows nothing of models or Lua.
 #pragma once
 
@@ -88,8 +89,18 @@ class Optimizer {
   bool frozen(const std::string& name) const;
   // Whether `name`'s update treats its rows (dim 0) independently (fsdp may then split it).
   bool rows_independent(const std::string& name) const;
-  int num_schedules() const;                        // non-frozen schedule entries
-  double schedule(int index, int64_t count) const;  // the multiplier at optimizer count `count`
+  int num_schedules() const;  // non-frozen schedule entries
+  // Schedule `index`'s value at optimizer count `count`, without lr_multiplier().
+  double schedule(int index, int64_t count) const;
+
+  // A factor on every schedule's value from the next update on (1 by default), for changing the
+  // learning rate of a running job (`bvlua attach`): Δθ = -sched(k) * mult * (lr * opt(g) + wd *
+  // θ), and UpdateMetrics::global_schedule reports sched(k) * mult. The optimizer's state
+  // (moments, count) does not depend on it. 0 freezes the parameters while the state and count
+  // still advance. With 1 the update is bit for bit the one without a multiplier. It is not part
+  // of state(): a resumed run starts at 1. Throws bv::Error for a negative or non-finite `m`.
+  void set_lr_multiplier(double m);
+  double lr_multiplier() const;
 
   // Optimizer state for checkpoints ("count" plus per-parameter tensors such as
   // "<param>/mu"), and back. load_state checks names and shapes and names what differs. With

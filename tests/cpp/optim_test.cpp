@@ -825,17 +825,27 @@ Tensors mixed_grads(const Tensors& params, int step) {
   return out;
 }
 
+// Two schedules and a frozen parameter, over mixed_params.
+json mixed_schedule() {
+  return pairs({{"frozen/.*", nullptr},
+                {".*/kernel", {{"decay_type", "cosine"}, {"warmup_steps", 1}}},
+                {".*", {{"decay_type", "linear"}, {"mult", 0.5}}}});
+}
+
 // Runs `config` with the fused update and with the reference (config._reference_update) side by
-// side for 5 steps and checks that parameters, state and norms agree bit for bit.
-void check_same_as_reference(json config) {
-  config["schedule"] = pairs({{"frozen/.*", nullptr},
-                              {".*/kernel", {{"decay_type", "cosine"}, {"warmup_steps", 1}}},
-                              {".*", {{"decay_type", "linear"}, {"mult", 0.5}}}});
+// side for 5 steps, both with `lr_multiplier`, and checks that parameters, state and norms agree
+// bit for bit.
+void check_same_as_reference(json config, double lr_multiplier = 1) {
+  config["schedule"] = mixed_schedule();
   json ref_config = config;
   ref_config["_reference_update"] = true;
   Tensors pa = mixed_params(), pb = clone(pa);
   optim::Optimizer a(config, shapes_of(pa), steps_ctx(6)),
       b(ref_config, shapes_of(pb), steps_ctx(6));
+  if (lr_multiplier != 1) {
+    a.set_lr_multiplier(lr_multiplier);
+    b.set_lr_multiplier(lr_multiplier);
+  }
   for (int step = 0; step < 5; ++step) {
     INFO("step " << step);
     Tensors g = mixed_grads(pa, step);
@@ -878,6 +888,11 @@ TEST_CASE("fused update: adam equals the reference bit for bit", "[optim]") {
     json c = base;
     c["optax"] = {{"mu_dtype", "bfloat16"}, {"nesterov", true}, {"eps_root", 1e-9}};
     check_same_as_reference(c);
+  }
+  SECTION("lr multiplier 0.3, clipping") {
+    json c = base;
+    c["grad_clip_norm"] = 3.0;
+    check_same_as_reference(c, 0.3);
   }
 }
 
@@ -993,4 +1008,111 @@ TEST_CASE("optimizer configs: errors name the culprit", "[optim]") {
   Tensors wrong = {{"b", at::zeros({2})}};
   CHECK(contains(error_of([&] { opt.update(wrong, {}); }), "'b'"));
   CHECK(opt.count() == 0);  // nothing happened
+}
+
+// ---- set_lr_multiplier ---------------------------------------------------------------------
+
+namespace {
+
+bool same_metrics(const optim::UpdateMetrics& a, const optim::UpdateMetrics& b) {
+  return a.l2_grads == b.l2_grads && a.l2_updates == b.l2_updates && a.l2_params == b.l2_params &&
+         a.global_schedule == b.global_schedule;
+}
+
+}  // namespace
+
+TEST_CASE("lr multiplier: 1 leaves every bit as without it, fused and reference", "[optim]") {
+  for (const char* name : {"scale_by_adam", "big_vision.sgd"}) {
+    for (bool reference : {false, true}) {
+      INFO(name << ", reference " << reference);
+      json config = {{"lr", 0.01},
+                     {"wd", 1e-2},
+                     {"grad_clip_norm", 3.0},
+                     {"optax_name", name},
+                     {"schedule", mixed_schedule()},
+                     {"_reference_update", reference}};
+      Tensors pa = mixed_params(), pb = clone(pa);
+      optim::Optimizer a(config, shapes_of(pa), steps_ctx(6)),
+          b(config, shapes_of(pb), steps_ctx(6));
+      b.set_lr_multiplier(2.5);
+      b.set_lr_multiplier(1.0);
+      CHECK(b.lr_multiplier() == 1.0);
+      for (int step = 0; step < 5; ++step) {
+        INFO("step " << step);
+        Tensors g = mixed_grads(pa, step);
+        CHECK(same_metrics(a.update(pa, g), b.update(pb, g)));
+        for (const auto& [pname, p] : pa) CHECK(at::equal(p, pb.at(pname)));
+        auto sa = state_map(a), sb = state_map(b);
+        for (const auto& [sname, t] : sa) CHECK(at::equal(t, sb.at(sname)));
+      }
+    }
+  }
+}
+
+TEST_CASE("lr multiplier: 0.5 halves the update and global_schedule, sgd and adam with wd",
+          "[optim]") {
+  for (const char* name : {"scale_by_adam", "big_vision.sgd"}) {
+    for (bool reference : {false, true}) {
+      INFO(name << ", reference " << reference);
+      // wd decays a/kernel only (the default wd_mults); schedule(1) = 0.75 * 0.9 is no power of 2.
+      json config = {{"lr", 0.1},
+                     {"wd", 0.05},
+                     {"optax_name", name},
+                     {"schedule", {{"decay_type", "linear"}, {"mult", 0.75}}},
+                     {"_reference_update", reference}};
+      Tensors start = {{"a/kernel", at::linspace(-1, 2, 6).reshape({2, 3})},
+                       {"a/bias", at::full({3}, 0.5)}};
+      Tensors full = clone(start), half = clone(start);
+      optim::Optimizer f(config, shapes_of(start), steps_ctx(10)),
+          h(config, shapes_of(start), steps_ctx(10));
+      Tensors g1 = {{"a/kernel", at::cos(at::arange(6.0)).reshape({2, 3})},
+                    {"a/bias", at::sin(at::arange(3.0))}};
+      f.update(full, g1);  // adam's moments are then not trivial
+      h.update(half, g1);
+      h.set_lr_multiplier(0.5);
+      CHECK(h.lr_multiplier() == 0.5);
+      Tensors before = clone(full), g2 = {{"a/kernel", at::linspace(1, 2, 6).reshape({2, 3})},
+                                          {"a/bias", at::full({3}, 0.25)}};
+      optim::UpdateMetrics mf = f.update(full, g2), mh = h.update(half, g2);
+      REQUIRE(mf.global_schedule.size() == 1);
+      CHECK(mf.global_schedule[0] == Approx(0.75 * 0.9));
+      CHECK(mh.global_schedule[0] == 0.5 * mf.global_schedule[0]);
+      CHECK(h.schedule(0, 1) == f.schedule(0, 1));  // the schedule itself is unmultiplied
+      // The applied updates are halved exactly (their norm shows it); the parameters after them
+      // differ from before + Δ/2 by the float rounding of that sum only.
+      CHECK(mh.l2_updates == 0.5 * mf.l2_updates);
+      CHECK(mf.l2_updates > 0);
+      for (const auto& [pname, p] : before) {
+        INFO(pname);
+        at::Tensor df = full.at(pname) - p, dh = half.at(pname) - p;
+        CHECK(at::allclose(dh, df * 0.5, /*rtol=*/0, /*atol=*/3e-7));
+        CHECK(df.abs().min().item<float>() > 1e-3);
+      }
+      // The optimizer's state does not depend on the multiplier.
+      auto sf = state_map(f), sh = state_map(h);
+      for (const auto& [sname, t] : sf) CHECK(at::equal(t, sh.at(sname)));
+    }
+  }
+}
+
+TEST_CASE("lr multiplier: 0 freezes the parameters, bad values are refused", "[optim]") {
+  json config = {{"lr", 0.1}, {"wd", 0.5}, {"optax_name", "scale_by_adam"}};
+  Tensors params = {{"a/kernel", at::full({3}, 1.5)}};
+  Tensors before = clone(params);
+  optim::Optimizer opt(config, shapes_of(params), steps_ctx(10));
+  CHECK(opt.lr_multiplier() == 1.0);
+  opt.set_lr_multiplier(0);
+  optim::UpdateMetrics m = opt.update(params, ones_like(params));
+  CHECK(at::equal(params.at("a/kernel"), before.at("a/kernel")));
+  CHECK(m.global_schedule == std::vector<double>{0.0});
+  CHECK(m.l2_updates == 0.0);
+  CHECK(opt.count() == 1);  // the state still advances
+  CHECK(value(state_map(opt).at("a/kernel/mu")[0]) == Approx(0.1));
+  for (double bad : {-0.5, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    INFO(bad);
+    std::string err = error_of([&] { opt.set_lr_multiplier(bad); });
+    CHECK(contains(err, "optimizer: lr multiplier must be finite and >= 0, got "));
+    CHECK(contains(err, bv::str(bad)));
+  }
+  CHECK(opt.lr_multiplier() == 0.0);  // a refused value changes nothing
 }

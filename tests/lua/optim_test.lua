@@ -125,6 +125,61 @@ T.device_test("the state is made on ctx.device; another rank's parts are shapes 
            "ctx.device: 'gpu' is not a device")
 end)
 
+-- Two optimizers over the same parameters and gradients on `device`, one of them with lr
+-- multiplier 1 set, then 0.5 from the second update on.
+local function lr_multiplier_case(device)
+  local c = {lr = 0.01, wd = 1e-2, optax_name = "scale_by_adam", schedule = {decay_type = "linear"}}
+  local on = {device = device}
+  for k, v in pairs(ctx) do on[k] = v end
+  local plain = bv.optim.new(json.encode(c), shapes, on)
+  local opt = bv.optim.new(json.encode(c), shapes, on)
+  T.eq(opt:lr_multiplier(), 1)
+  T.eq(opt:set_lr_multiplier(1), opt)
+  local pa, pb = {}, {}
+  for name, t in pairs(model:init(0)) do
+    pa[name], pb[name] = t:to(device), t:clone():to(device)  -- to("cpu") copies nothing
+  end
+  local rng = bv.rng(5)
+  local function grads()
+    local g = random_grads(rng)
+    for name, t in pairs(g) do g[name] = t:to(device) end
+    return g
+  end
+  local g = grads()
+  local ma, mb = plain:update(pa, g), opt:update(pb, g)
+  for name, t in pairs(pa) do T.truthy(pb[name]:equal(t), name .. " differs at multiplier 1") end
+  T.eq(mb, ma)
+
+  opt:set_lr_multiplier(0.5)
+  T.eq(opt:lr_multiplier(), 0.5)
+  local before = copy(pa)
+  g = grads()
+  ma, mb = plain:update(pa, g), opt:update(pb, g)
+  T.eq(mb.global_schedule[1], 0.5 * ma.global_schedule[1])
+  T.eq(opt:schedule(1, 1), plain:schedule(1, 1))  -- the schedule itself is unmultiplied
+  T.eq(mb.l2_updates, 0.5 * ma.l2_updates)        -- the applied updates, halved exactly
+  for name, t in pairs(before) do
+    local half = ((pb[name] - t) - (pa[name] - t) * 0.5):abs():max():item()
+    T.truthy(half < 1e-6, string.format("%s: Δθ is not half (%g off)", name, half))
+  end
+end
+
+T.test("set_lr_multiplier: 1 changes no bit, 0.5 halves the update and global_schedule",
+       function()
+  lr_multiplier_case("cpu")
+  local opt = bv.optim.new(json.encode(config), shapes, ctx)
+  local msg = "optimizer: lr multiplier must be finite and >= 0, got "
+  T.raises(function() opt:set_lr_multiplier(-1) end, msg .. "-1")
+  T.raises(function() opt:set_lr_multiplier(math.huge) end, msg .. "inf")
+  T.raises(function() opt:set_lr_multiplier(0 / 0) end, "nan")
+  T.raises(function() opt:set_lr_multiplier("half") end, "number expected")
+  T.eq(opt:lr_multiplier(), 1)
+  opt:set_lr_multiplier(0)
+  T.eq(opt:lr_multiplier(), 0)
+end)
+
+T.device_test("set_lr_multiplier on the device", lr_multiplier_case)
+
 T.test("state() and load_state() resume identically", function()
   local a = bv.optim.new(json.encode(config), shapes, ctx)
   local params = model:init(0)
