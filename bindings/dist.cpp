@@ -13,6 +13,7 @@
 //                                              rank, the same lists, in the same order
 //   g:sent_bytes()                         --> bytes this rank sent in collectives on g
 //   g:set(key, value); g:get(key)                  -- strings; get waits up to the timeout
+//   g:check(key)                           --> whether the store has key now (no waiting)
 //   bv.dist.launch({exe, args...}, nproc, {port = 0, grace = 30})   --> exit code
 //   bv.dist.executable()                   --> this program's path, for relaunching it
 //   bv.dist.fsdp(group, specs)             --> fully sharded parameters (bindings/fsdp.cpp)
@@ -236,6 +237,15 @@ int group_get(lua_State* L) {
   return 1;
 }
 
+// g:check(key) -> whether some rank has set `key` (g:set's keys), without waiting.
+int group_check(lua_State* L) {
+  DistGroup& g = check_group(L, 1);
+  size_t klen = 0;
+  const char* key = luaL_checklstring(L, 2, &klen);
+  lua_pushboolean(L, dist_store_check(g, std::string(key, klen)));
+  return 1;
+}
+
 // g:wait(key, timeout_s): get, waiting up to timeout_s instead of the group's timeout.
 int group_wait(lua_State* L) {
   DistGroup& g = check_group(L, 1);
@@ -366,6 +376,7 @@ void open_dist(lua_State* L) {
       BV_FN("sent_bytes", group_sent_bytes),
       BV_FN("set", group_set),
       BV_FN("get", group_get),
+      BV_FN("check", group_check),
       BV_FN("wait", group_wait),
       {nullptr, nullptr},
   };

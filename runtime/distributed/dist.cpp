@@ -822,6 +822,14 @@ void dist_store_set(DistGroup& g, const std::string& key, const std::string& val
   }
 }
 
+bool dist_store_check(DistGroup& g, const std::string& key) {
+  try {
+    return g.store->check({"user/" + key});
+  } catch (const std::exception& e) {
+    fail_collective(g, "check('" + key + "')", e.what());
+  }
+}
+
 std::string dist_store_get(DistGroup& g, const std::string& key) {
   try {
     g.store->wait({"user/" + key}, g.timeout);

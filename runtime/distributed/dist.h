@@ -112,6 +112,9 @@ void dist_barrier(DistGroup& g);
 // key up to the group timeout. Keys live under "user/" so they cannot clash with ours.
 void dist_store_set(DistGroup& g, const std::string& key, const std::string& value);
 std::string dist_store_get(DistGroup& g, const std::string& key);
+// Whether `key` is in the store now, without waiting (c10d's Store::check): a poll, for a key
+// another process may or may not have set (a request to a running job).
+bool dist_store_check(DistGroup& g, const std::string& key);
 // get with its own timeout, for a wait longer than a collective's (the ranks waiting while rank
 // 0 writes a large checkpoint): a lost local peer still fails it at once, naming the rank.
 std::string dist_store_wait(DistGroup& g, const std::string& key, double timeout_s);

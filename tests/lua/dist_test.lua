@@ -31,6 +31,18 @@ T.test("a group of one", function()
            "get('never') failed on rank 0 of 1 (gloo): no rank set the key")
 end)
 
+T.test("check: whether the store has a key now, without waiting", function()
+  local g = bv.dist.init{backend = "gloo", timeout = 5}
+  local start = bv.clock()
+  T.eq(g:check("request"), false)
+  T.truthy(bv.clock() - start < 1, "check waited for the key")
+  g:set("request", "")
+  T.eq(g:check("request"), true)
+  T.eq(g:check("other"), false)
+  T.eq(bv.dist.init{}:check("request"), false)  -- each group of one has its own store
+  T.raises(function() g:check() end, "bad argument #1 to 'check'")
+end)
+
 T.test("errors name the argument", function()
   T.raises(function() bv.dist.init{backend = "mpi"} end, "backend 'mpi'")
   T.raises(function() bv.dist.init{timout = 5} end, "unknown option 'timout'")
