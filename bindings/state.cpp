@@ -42,6 +42,7 @@ void open_process(lua_State* L);      // process.cpp
 void open_plot(lua_State* L);         // plot.cpp
 void open_profiler(lua_State* L);     // profiler.cpp
 void open_pp_state(lua_State* L);     // pp_state.cpp
+void open_attach(lua_State* L);       // attach.cpp
 
 namespace {
 
@@ -312,6 +313,7 @@ int open_native(lua_State* L) {
   open_plot(L);
   open_profiler(L);
   open_pp_state(L);
+  open_attach(L);
   static const luaL_Reg functions[] = {
       BV_FN("threads", bv_threads),
       BV_FN("device", bv_device),
