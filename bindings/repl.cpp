@@ -17,13 +17,17 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "attach/socket.h"
 #include "core/signals.h"
 #include "lua_util.h"
 
 namespace bv::lua {
+
+attach::Connection& check_attach_client(lua_State* L, int arg, const char* fn);  // attach.cpp
 
 namespace {
 
@@ -187,6 +191,7 @@ char** complete(const char* text, int start, int end) {
   rl_attempted_completion_over = 1;       // never fall back to libedit's file names
   rl_completion_append_character = '\0';  // no space after `bv.ckpt` or a directory
   lua_State* L = g_L;
+  if (L == nullptr) return nullptr;  // the attached prompt: the names live in the run
   std::string before(rl_line_buffer, static_cast<size_t>(std::max(end, 0)));
   int top = lua_gettop(L);
   push_repl_fn(L, "complete");
@@ -427,6 +432,164 @@ int repl_loop(lua_State* L) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The prompt of `bvlua attach`: lines are read and edited here and run inside the trainer
+// (lib/bv/attach.lua answers). Sent: 'C' a chunk, 'I' Ctrl-C while it runs, 'Q' detaching.
+// Received: 'O' and 'E' output, 'N' a notice, 'D' the chunk is done (its seconds), 'X' the run
+// ends the session (why).
+
+const char* const kRunClosed = "bvlua attach: the run closed the connection (it ended or stopped)";
+
+// Whether `chunk` needs more lines, as the local prompt decides it; nothing runs here.
+bool chunk_incomplete(lua_State* L, const std::string& chunk) {
+  int top = lua_gettop(L);
+  bool expression = false, quiet = false;
+  bool incomplete = is_incomplete(L, compile(L, chunk, &expression, &quiet));
+  lua_settop(L, top);
+  return incomplete;
+}
+
+void write_to(FILE* out, const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+}
+
+// Shows the frames that answer a chunk until its 'D'. Ctrl-C meanwhile (g_prompt_interrupt, which
+// the caller cleared before sending the chunk) sends 'I'; the run then answers "interrupted" and
+// 'D'. False when the session ended: *why is then the 'X' frame's text, or "" when the
+// connection just closed.
+bool await_reply(attach::Connection& conn, std::string* why) {
+  bool tty = ::isatty(1);
+  while (true) {
+    if (g_prompt_interrupt) {
+      g_prompt_interrupt = 0;
+      conn.send('I', "");  // a run that is gone shows as the connection closing, below
+    }
+    std::optional<attach::Frame> f = conn.next_frame();
+    if (!f) {
+      // Short waits: SIGINT (no SA_RESTART) ends poll() early, and the flag is seen at once.
+      if (conn.fill(0.2) == attach::ReadResult::kClosed && !conn.has_frame()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s\n", kRunClosed);
+        std::fflush(stderr);
+        conn.close();
+        *why = "";
+        return false;
+      }
+      continue;
+    }
+    const std::string& text = f->payload;
+    switch (f->kind) {
+      case 'O': write_to(stdout, text); break;
+      case 'E':
+        std::fflush(stdout);
+        write_to(stderr, text);
+        break;
+      case 'N': write_to(stdout, tty ? "\x1b[2m" + text + "\x1b[0m\n" : text + "\n"); break;
+      case 'D':
+        std::fflush(stdout);
+        if (!text.empty()) print_elapsed(std::strtod(text.c_str(), nullptr));
+        std::fflush(stdout);
+        return true;
+      case 'X':
+        std::fflush(stdout);
+        write_to(stderr, text.empty() || text.back() == '\n' ? text : text + "\n");
+        conn.close();
+        *why = text;
+        return false;
+      default:
+        std::fflush(stdout);
+        std::fprintf(stderr, "bvlua attach: ignored a frame of unknown kind 0x%02x from the run\n",
+                     static_cast<unsigned char>(f->kind));
+        std::fflush(stderr);
+    }
+  }
+}
+
+// What remote_loop changes in the process, put back however it returns.
+class RemoteScope {
+ public:
+  RemoteScope() : module_ref_(g_module_ref), L_(g_L), running_(g_running.exchange(nullptr)) {
+    // Ctrl-C is a flag for await_reply, even when a local command called this loop.
+    install_sigint(&sigint_);
+    g_module_ref = LUA_NOREF;  // no local completion: see complete()
+    g_L = nullptr;
+  }
+  ~RemoteScope() {
+    sigaction(SIGINT, &sigint_, nullptr);
+    g_module_ref = module_ref_;
+    g_L = L_;
+    g_running.store(running_);
+  }
+  RemoteScope(const RemoteScope&) = delete;
+  RemoteScope& operator=(const RemoteScope&) = delete;
+
+ private:
+  struct sigaction sigint_ {};
+  int module_ref_;
+  lua_State* L_;
+  lua_State* running_;
+};
+
+// bv._repl.remote_loop(client, {history = path | false, prompt = "attach> "})
+//   --> "detached" (Ctrl-D or the end of input) | "closed", the run's message (if it gave one)
+int repl_remote_loop(lua_State* L) {
+  attach::Connection& conn = check_attach_client(L, 1, "bv._repl.remote_loop");
+  check_option_keys(L, 2, "bv._repl.remote_loop", {"history", "prompt"});
+  std::string history, prompt = "attach> ";
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "history");
+    if (lua_type(L, -1) == LUA_TSTRING) history = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 2, "prompt");
+    if (lua_type(L, -1) == LUA_TSTRING) prompt = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  // "attach> " continues as "attach>> ", as "> " does as ">> ".
+  size_t mark = prompt.rfind('>');
+  std::string more = mark == std::string::npos ? prompt
+                                               : prompt.substr(0, mark) + ">" + prompt.substr(mark);
+  bool tty = ::isatty(0);
+  RemoteScope scope;
+  std::unique_ptr<LineSource> source;
+  if (tty) source = std::make_unique<EditSource>(history);
+  else source = std::make_unique<PlainSource>();
+
+  std::string chunk, why;
+  bool detached = false;
+  while (true) {
+    std::string line;
+    ReadResult r = source->read(chunk.empty() ? prompt.c_str() : more.c_str(), &line);
+    if (r == ReadResult::kEof) {
+      conn.send('Q', "");
+      conn.close();
+      detached = true;
+      break;
+    }
+    if (r == ReadResult::kInterrupted) {
+      chunk.clear();
+      continue;
+    }
+    source->remember(line);
+    if (chunk.empty() && line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    chunk = chunk.empty() ? line : chunk + "\n" + line;
+    // Only an unfinished chunk waits here; syntax errors and `?name` are the run's to answer.
+    if (chunk_incomplete(L, chunk)) continue;
+    std::string code;
+    code.swap(chunk);
+    // A send to a run that is gone fails; await_reply then reads what it said before going.
+    g_prompt_interrupt = 0;  // before the send: a Ctrl-C right after it must count
+    conn.send('C', code);
+    if (!await_reply(conn, &why)) break;
+  }
+  if (tty && detached) std::fputs("\n", stdout);
+  std::fflush(stdout);
+  lua_pushstring(L, detached ? "detached" : "closed");
+  if (detached || why.empty()) return 1;
+  lua_pushlstring(L, why.data(), why.size());
+  return 2;
+}
+
 // bv._repl.listdir(dir) -> sorted names, directories with a trailing "/"; nil, message on error.
 int repl_listdir(lua_State* L) {
   std::string dir = luaL_checkstring(L, 1);
@@ -470,9 +633,9 @@ int repl_columns(lua_State* L) {
 
 int open_repl_module(lua_State* L) {
   static const luaL_Reg functions[] = {
-      BV_FN("loop", repl_loop),     BV_FN("listdir", repl_listdir),
-      BV_FN("isatty", repl_isatty), BV_FN("columns", repl_columns),
-      {nullptr, nullptr},
+      BV_FN("loop", repl_loop),       BV_FN("remote_loop", repl_remote_loop),
+      BV_FN("listdir", repl_listdir), BV_FN("isatty", repl_isatty),
+      BV_FN("columns", repl_columns), {nullptr, nullptr},
   };
   luaL_newlib(L, functions);
   return 1;
