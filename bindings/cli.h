@@ -18,6 +18,8 @@ inline constexpr const char* kUsage =
     "                             train (and evaluate) as the config says: the classification\n"
     "                             or PaliGemma trainer (`bvlua train --help`)\n"
     "  repl [WORKDIR|CHECKPOINT]  an interactive Lua prompt; opens a run or a checkpoint\n"
+    "  attach WORKDIR             a Lua prompt inside the `bvlua train` running there: read,\n"
+    "                             pause, save, evaluate, change the lr (`bvlua attach --help`)\n"
     "  runs DIR...                one row per run: the config values that differ, steps, the\n"
     "                             last and best value of a metric (`bvlua runs --help`)\n"
     "  sweep SWEEP.lua | CONFIG --workdir DIR --grid KEY=V1,V2 ...\n"

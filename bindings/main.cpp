@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   bv::release_stop_signals(command == "train" || command == "sweep");
   if (command != "run" && command != "-e" && command != "train" && command != "repl" &&
       command != "runs" && command != "sweep" && command != "plot" && command != "mistakes" &&
-      command != "launch") {
+      command != "attach" && command != "launch") {
     return usage_error("unknown command '" + command + "'");
   }
   if (command == "launch") {
@@ -305,6 +305,8 @@ int main(int argc, char** argv) {
     code = run_lua_command(L, "bv.commands.plot", rest);
   } else if (command == "mistakes") {
     code = run_lua_command(L, "bv.commands.mistakes", rest);
+  } else if (command == "attach") {
+    code = run_lua_command(L, "bv.commands.attach", rest);
   } else {
     code = run_lua_command(L, "bv.repl", rest);
   }

@@ -667,6 +667,8 @@ function M.parse_cli(argv)
       r.dry_run = true
     elseif a == "--debug" then
       r.debug = true
+    elseif a == "--no-attach" then
+      r.no_attach = true
     elseif name == "--workdir" then
       r.workdir = eq_value
       if not eq_value then r.workdir, err = value_after(name) end

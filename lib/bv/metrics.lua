@@ -125,6 +125,7 @@ local function shape_str(dims)
 end
 
 local function value_json(v)
+  if type(v) == "string" then return py_string(v) end
   if type(v) == "table" then
     local parts = {}
     for i, d in ipairs(v) do parts[i] = tostring(d) end
@@ -193,6 +194,18 @@ function Writer:measure(name, value)
   self._values[name] = v
   self._dirty = true
   return v
+end
+
+-- A note on the current step (what `bvlua attach` changed, e.g. "attach: lr_multiplier 1 ->
+-- 0.5"): a string under the key "note" of the step's line, notes of one step joined by "; ".
+-- Readers that want numbers skip it (a metric's value is never a string).
+function Writer:note(text)
+  if type(text) ~= "string" then error("metrics: note needs a string, got " .. type(text), 2) end
+  self._print(string.format("[%s] note: %s", py_int(self.step), text))
+  local old = self._values.note
+  if old == nil then self._names[#self._names + 1] = "note" end
+  self._values.note = old and (old .. "; " .. text) or text
+  self._dirty = true
 end
 
 -- The JSON line for the current step, or nil when nothing was measured.

@@ -585,11 +585,17 @@ local function broadcast(group, tensors, root)
 end
 
 -- bv.stop_requested() agreed by every rank: all stop at the same step when any was asked to
--- (SIGTERM to one rank). Returns the signal's name, another rank's request, or false.
-function Sharding:stop_requested()
+-- (SIGTERM to one rank). Returns the signal's name, another rank's request, or false; and,
+-- second, whether `also` (a flag of rank 0's: `bvlua attach` has something waiting) is true,
+-- which rides in the same all-reduce rather than costing a collective of its own.
+function Sharding:stop_requested(also)
   local mine = bv.stop_requested()
-  if self:any(mine) then return mine or "a stop request on another rank" end
-  return false
+  if self.world == 1 then return mine or false, also and true or false end
+  local t = bv.tensor({mine and 1 or 0, also and 1 or 0}):to("float64")
+  self.group:all_reduce({t}, {mean = false})
+  local stop, other = t[1]:item() > 0, t[2]:item() > 0
+  if stop then return mine or "a stop request on another rank", other end
+  return false, other
 end
 
 -- Rank 0 gets every rank's string {s_0, s_1, ...} (through the c10d store), the others nil.

@@ -165,7 +165,7 @@ local function metric_names(runs)
   for _, r in ipairs(runs) do
     for _, row in ipairs(r.rows) do
       for k in pairs(row) do
-        if k ~= "step" and not set[k] then
+        if k ~= "step" and k ~= "note" and not set[k] then  -- note: bvlua attach's, text
           set[k] = true
           names[#names + 1] = k
         end

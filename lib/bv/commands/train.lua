@@ -9,7 +9,7 @@ local utils = require "bv.trainers.utils"
 local M = {}
 
 local USAGE_LINE =
-  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--nproc N] [--debug] [--config.KEY=VALUE ...]"
+  "usage: bvlua train CONFIG[:ARGS] (--workdir DIR | --dry-run) [--nproc N] [--debug] [--no-attach] [--config.KEY=VALUE ...]"
 
 M.USAGE = USAGE_LINE .. [[
 
@@ -44,6 +44,8 @@ options:
                          from evaluations and checkpoints, then the slowest ops
   --stop-after N         stop after step N with a checkpoint, as a SIGTERM would (the run
                          resumes from it when started again)
+  --no-attach            no `bvlua attach` listener (also config.attach = false): by default
+                         rank 0 listens on DIR/.bvlua.attach, a socket only this user may use
   --debug                on an error (a Lua error, the NaN guard), open a REPL with the
                          trainer's state as globals: config, model, params, opt, batch, step,
                          err (and run, the workdir); exit with code 1 when it ends
@@ -159,7 +161,7 @@ function M.unused_workdir(dir)
       for line in fs.read_file(dir .. "/" .. name):gmatch("[^\n]+") do
         if not line:match('^{"step": 0[,}]') then return nil end
       end
-    elseif name ~= "config.json" and name ~= LOCK_FILE
+    elseif name ~= "config.json" and name ~= LOCK_FILE and name ~= require("bv.attach").SOCKET
            and name ~= require("bv.config_source").FILE_NAME then
       return nil
     end
@@ -293,7 +295,7 @@ function M.main(argv)
   -- GPU 0 unless set. (Not in a launcher of --nproc processes: it uses no device.)
   bv.set_device(device)
   local run = {config_file = opts.config, device = device, profile = opts.profile,
-               stop_after = opts.stop_after}
+               stop_after = opts.stop_after, no_attach = opts.no_attach}
   local env = bv.dist.env()
   if env.world_size > 1 then
     -- One of several processes: join the group; rank 0 alone writes files and the terminal.

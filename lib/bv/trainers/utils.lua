@@ -53,6 +53,7 @@
 --                          (log_training); the progress line shows that loss
 --   profiling, profiled    the first step of the --profile window being recorded; whether
 --                          it has been written (step_start, end_of_step)
+local attach = require "bv.attach"
 local chrono = require "bv.chrono"
 local data = require "bv.data"
 local evaluators = require "bv.evaluators"
@@ -132,6 +133,9 @@ for _, k in ipairs({
   {"deterministic", "bool", false, "CUDA picks deterministic kernels only, and an op that has "
     .. "none is an error naming it (torch.use_deterministic_algorithms); the CPU always is"},
   {"device", "string", "auto", "what to train on: auto, cpu, cuda, cuda:N (--device wins)"},
+  {"attach", "bool", true, "rank 0 listens for `bvlua attach WORKDIR` (a prompt inside the "
+    .. "running run) on WORKDIR/.bvlua.attach, a socket only this user may use; false (or "
+    .. "`bvlua train --no-attach`): no listener"},
   {"trainer", "string", "classification", "the trainer: classification, "
     .. "proj.paligemma.train, or a .lua file"},
   {"mesh", "list", {{"data", -1}}, "the device mesh: {{\"data\", -1}}, or {{\"replica\", R}, "
@@ -504,6 +508,8 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
     log.note("Initialised %d parameters from %s", #report.loaded,
              type(config.model_init) == "string" and config.model_init or "parts")
   end
+  -- What `bvlua attach` changed before the checkpoint (the learning-rate multiplier, ...).
+  attach.restore(state, checkpoint and checkpoint.state.attach_changes or nil)
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
   params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
   measure_memory(state, params, opt)
@@ -540,16 +546,21 @@ function M.evaluators(state, predict_fns)
   for name, fn in pairs(predict_fns) do placed[name] = on_device(state, fn) end
   state.evals = evaluators.from_config(eval_config, placed, get_steps)
   for _, e in ipairs(state.evals) do table.insert(state.mw.eval_prefixes, e.prefix) end
+  attach.restore(state)  -- the evaluators' log_steps that `bvlua attach` changed
   return state.evals
 end
 
 -- Runs evaluator `e` on params at `step` and logs its metrics, off the training clock (eval
 -- time). As big_vision, the chrono ticks first: an eval step that is not a log step gets
 -- examples_seen, epoch, core_hours and the rest too (a no-op at the initial evals).
-local function run_eval(state, e, params, step)
+-- in_session: run by `bvlua attach` (bv.attach), whose session has paused the clock already and
+-- whose step was ticked. Returns the metrics measured, {name = value}.
+local function run_eval(state, e, params, step, in_session)
   local shard = state.shard
-  state.chrono:pause()
-  state.chrono:tick(step)
+  if not in_session then
+    state.chrono:pause()
+    state.chrono:tick(step)
+  end
   -- Evaluators run whole models: fsdp parameters are gathered for them (a collective; every
   -- rank evaluates at the same steps), and dropped afterwards.
   params = shard:full_params(params)
@@ -560,14 +571,16 @@ local function run_eval(state, e, params, step)
     ctx.sum = function(x) return shard:sum(x) end
     ctx.gather = function(s) return shard:gather_strings(s) end
   end
+  local measured = {}
   state.chrono:log_timing("z/secs/eval/" .. e.name, function()
     for _, kv in ipairs(e.evaluator:run(params, ctx)) do
-      state.mw:measure(e.prefix .. kv[1], kv[2])
+      measured[e.prefix .. kv[1]] = state.mw:measure(e.prefix .. kv[1], kv[2])
     end
   end)
   params = nil
   if shard.fsdp then collectgarbage() end
-  state.chrono:resume("eval")
+  if not in_session then state.chrono:resume("eval") end
+  return measured
 end
 
 -- The initial evaluation, as big_vision's, at step 0 (evals with skip_first skip it).
@@ -603,7 +616,9 @@ function M.step_start(state, step)
   end
   if state.profiling then bv.profiler.step(step) end
   bv.stop_progress({step = step, saved = state.saved_step})
+  if step == state.first_step + 1 then attach.open(state) end  -- `bvlua attach` from now on
   state.mw:step_start(step)
+  attach.write_notes(state)  -- what bvlua attach changed at the end of the last step
   local batch
   if state.first_batch then
     batch = bv.to_device_async(state.first_batch, state.device):wait()
@@ -686,9 +701,10 @@ end
 -- the chrono and the data position. Every rank calls it (the optimizer state may be spread
 -- over ranks); rank 0 writes the full, unsharded values, so any number of processes can resume.
 -- end_of_step runs the NaN guard and writes the step's metrics line first.
-local function save_checkpoint(state, params, step, keep)
+-- in_session: asked for by `bvlua attach`, whose session has paused the clock already.
+local function save_checkpoint(state, params, step, keep, in_session)
   local shard = state.shard
-  state.chrono:pause()
+  if not in_session then state.chrono:pause() end
   local opt_state = shard:full_opt_state(state.opt, state.full_spec)
   params = shard:full_params(params)
   if shard.rank == 0 then
@@ -698,7 +714,8 @@ local function save_checkpoint(state, params, step, keep)
     for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
     local warnings = bv.ckpt.save(state.workdir, step, tensors, {
       chrono = state.chrono:state(step),  -- up to this step, not just to the last log step
-      world = shard.world, data_position = state.data_position}, {keep = keep})
+      world = shard.world, data_position = state.data_position,
+      attach_changes = state.changes}, {keep = keep})  -- bvlua attach's: kept on resuming
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
   end
@@ -720,7 +737,7 @@ local function save_checkpoint(state, params, step, keep)
       shard.group:wait(key, tonumber(os.getenv("BV_CKPT_TIMEOUT") or "") or 3600)
     end
   end
-  state.chrono:resume()
+  if not in_session then state.chrono:resume() end
 end
 
 -- `--profile START:STOP`: the recording of steps state.profiling..`last` ends; its trace goes to
@@ -754,7 +771,10 @@ function M.end_of_step(state, step, params, loss)
     state.progress:step(step, {loss = state.logged_loss, img_per_sec = state.chrono.img_per_sec,
                                eta = state.chrono.eta})
   end
-  local stop = state.shard:stop_requested() or (state.run.stop_after == step and "stop_after")
+  -- With several processes this is the step's one host collective; rank 0's `bvlua attach`
+  -- socket (something arrived?) rides in it.
+  local stop, attach_now = state.shard:stop_requested(attach.pending(state))
+  stop = stop or (state.run.stop_after == step and "stop_after")
   local keep = chrono.itstime(step, state.keep_every, state.total_steps, {first = false})
   local save = stop or keep or chrono.itstime(step, state.ckpt_every, state.total_steps)
   if save and state.last_checked < step then
@@ -780,8 +800,22 @@ function M.end_of_step(state, step, params, loss)
     state.mw:sync()
     profile.range("checkpoint", save_checkpoint, state, params, step, keep)
   end
+  if attach_now and not stop then
+    -- A prompt attached to the run: at this step boundary (the line and checkpoint are done).
+    local stopped = attach.session(state, {step = step, params = params, loss = loss,
+      evaluate = function(e) return run_eval(state, e, params, step, true) end,
+      save = function()
+        if state.last_checked < step then
+          M.check_finite(state, step, {"training_loss", loss:item()})
+        end
+        state.mw:sync()
+        profile.range("checkpoint", save_checkpoint, state, params, step, false, true)
+      end})
+    if stopped then stop = stopped.signal or "bvlua attach's stop()" end
+  end
   if state.profiling and (stop or step >= state.run.profile.stop) then write_profile(state, step) end
   if stop then
+    attach.close(state, string.format("the run stopped after step %d (checkpoint saved)", step))
     state.mw:close()
     state.progress:finish()
     log.note("%s received: saved a checkpoint at step %d and stopped", stop, step)
@@ -817,6 +851,7 @@ function M.finish(state)
                  or string.format("this run trained steps %d to %d", state.first_step + 1,
                                   state.total_steps))
   end
+  attach.close(state, string.format("the run finished after step %d", state.total_steps))
   state.mw:close()
   state.progress:finish()
   bv.stop_progress({announce = false})

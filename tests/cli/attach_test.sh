@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# `bvlua attach DIR`: a prompt inside a running `bvlua train` (lib/bv/attach.lua). One process:
+# read the step and a parameter norm, pause and resume, save (the checkpoint loads with the same
+# norm), evaluate (its line in the metrics file), an error that stays at the prompt, the
+# learning-rate multiplier (global_schedule from the next step on, kept by a resume), detach and
+# the run finishes; stop(); a stale socket replaced; another user refused; --no-attach; and a
+# run nobody attaches to ends bit-identical to one with --no-attach.
+# Usage: attach_test.sh path/to/bvlua
+set -u
+BVLUA=${1:?usage: attach_test.sh path/to/bvlua}
+BVLUA=$(cd "$(dirname "$BVLUA")" && pwd)/$(basename "$BVLUA")
+TMP=$(mktemp -d)
+chmod 755 "$TMP"  # another user's prompt must reach the socket to be refused by its uid
+KIDS=()
+trap 'for p in "${KIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+# shellcheck source=checks.sh
+. "$(dirname "$0")/checks.sh"
+export BVLUA_HISTORY=""
+
+"$BVLUA" -e "
+local json = require 'bv.json'
+local rng, lines = bv.rng(0), {}
+for i = 1, 24 do
+  local img = (bv.rand({8, 8, 3}, rng) * 255):to('uint8')
+  bv.image.write_png(img, '$TMP/' .. i .. '.png')
+  lines[i] = json.encode({image = i .. '.png', label = i % 3})
+end
+bv.fs.write_file('$TMP/train.jsonl', table.concat(lines, '\n'))" || { echo "FAIL: making data"; exit 1; }
+
+# `slow` paces the steps (about 20 ms an example) so that a prompt attaches mid-run.
+cat >"$TMP/cfg.lua" <<LUA
+local PP = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")|keep("image", "labels")'
+local function get_config(arg)
+  return {
+    seed = 0, total_steps = 60, num_classes = 3, loss = "softmax_xent",
+    input = {data = {name = "bv:jsonl", fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}},
+             batch_size = 4, pp = (arg == "fast" and "" or "slow|") .. PP},
+    model_name = "vit", model = {variant = "mu/4", depth = 1},
+    optax_name = "big_vision.sgd", lr = 0.01, wd = 0.001, schedule = {},
+    log_training_steps = 1, ckpt_steps = 1000,
+    evals = {val = {type = "classification", data = {name = "bv:jsonl", fname = "$TMP/train.jsonl",
+                    fopen_keys = {image = "$TMP"}}, log_steps = 1000, loss_name = "softmax_xent",
+                    pp = PP}},
+  }
+end
+local function register_pp_ops()
+  bv.pp.register("slow", function()
+    return function(data) bv.sleep(0.02); return data end
+  end, "slow(): sleeps 20 ms (attach_test's pacing)")
+end
+return {get_config = get_config, register_pp_ops = register_pp_ops}
+LUA
+
+W="$TMP/w"
+SOCK="$W/.bvlua.attach"
+wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
+  local n=$(($1 * 20))
+  shift
+  for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.05; done
+  return 1
+}
+lines() { wc -l <"$W/big_vision_metrics.txt"; }
+more_lines_than() { [ "$(lines)" -gt "$1" ]; }
+# The prompt reads from a FIFO that the test writes commands to, one at a time.
+start_prompt() {
+  rm -f "$TMP/in"
+  mkfifo "$TMP/in"
+  "$BVLUA" attach "$1" <"$TMP/in" >"$TMP/pout" 2>"$TMP/perr" &
+  PROMPT=$!
+  exec 3>"$TMP/in"
+}
+say() { echo "$1" >&3; }
+# Waits until the prompt's stdout has TEXT (a command's answer).
+answered() { wait_for 30 grep -qF -- "$1" "$TMP/pout"; }
+
+# --- a run, a prompt ---------------------------------------------------------------------------
+"$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/train.out" 2>&1 &
+TRAIN=$!
+KIDS+=("$TRAIN")
+check "the run listens on $SOCK" wait_for 60 test -S "$SOCK"
+check "the socket is owner-only" [ "$(stat -c %a "$SOCK")" = 600 ]
+start_prompt "$W"
+say 'pause()'
+check "pause answered" answered "paused after step"
+check "banner" grep -qF "attached to bvlua train in $W" "$TMP/pout"
+say 'print("STEP", step)'
+check "step read" answered "STEP"
+S=$(sed -n 's/^STEP\t\([0-9]*\)$/\1/p' "$TMP/pout")
+check "step is a number ($S)" [ -n "$S" ]
+n1=$(lines)
+sleep 1.5
+check "paused: no line written in 1.5 s" [ "$(lines)" = "$n1" ]
+say 'print(string.format("NORM %.9g", params["head/kernel"]:norm():item()))'
+check "norm read" answered "NORM "
+NORM=$(sed -n 's/^NORM \(.*\)$/\1/p' "$TMP/pout")
+say 'save()'
+check "save answered" answered "saved a checkpoint at step $S"
+check "ckpt at step $S" [ "$("$BVLUA" -e "print(bv.ckpt.load('$W').step)")" = "$S" ]
+check "the checkpoint has the norm the prompt read" [ "$("$BVLUA" -e "
+print(string.format('%.9g', bv.ckpt.load('$W').tensors['params/head/kernel']:norm():item()))")" = "$NORM" ]
+say 'evaluate("val")'
+check "evaluate answered" answered "val/prec@1"
+check "the evaluation's line, at step $S" grep -q "^{\"step\": $S, .*\"val/prec@1\": .*\"note\": \"attach: evaluate val\"" "$W/big_vision_metrics.txt"
+say 'error("boom in a chunk")'
+check "an error stays at the prompt" wait_for 30 grep -qF "boom in a chunk" "$TMP/perr"
+say 'change("lr_multiplier", 0.5)'
+check "change answered" answered "lr_multiplier: 1 -> 0.5 from step $((S + 1)) on"
+say 'change("lr", 1)'
+check "what cannot change is refused" wait_for 30 grep -qF "'lr' cannot be changed while the run trains" "$TMP/perr"
+say 'evaluate("nope")'
+check "an unknown evaluator is named" wait_for 30 grep -qF "no evaluator 'nope' (this run's: val)" "$TMP/perr"
+say 'resume()'
+check "resume answered" answered "resumed (paused"
+check "the run goes on after resume" wait_for 30 more_lines_than "$((n1 + 2))"
+exec 3>&-  # Ctrl-D: detach
+wait "$PROMPT"
+rc=$?
+check "detach: exit code $rc" [ "$rc" -eq 0 ]
+check "detach said" grep -qF "detached from $W; the run goes on" "$TMP/perr"
+wait "$TRAIN"
+rc=$?
+check "the run finished: exit code $rc" [ "$rc" -eq 0 ]
+check "Done" grep -qF "Done!" "$TMP/train.out"
+check "socket removed at the end" [ ! -e "$SOCK" ]
+schedules=$("$BVLUA" -e "
+local rows = require('bv.metrics').read('$W/big_vision_metrics.txt')
+local out = {}
+for _, r in ipairs(rows) do
+  if r.global_schedule then out[#out + 1] = r.step .. '=' .. r.global_schedule end
+end
+print(table.concat(out, ' '))")
+check "global_schedule 1 up to step $S" grep -qE "(^| )$S=1\.0( |$)" <<<"$schedules"
+check "global_schedule 0.5 from step $((S + 1))" grep -qE "(^| )$((S + 1))=0\.5( |$)" <<<"$schedules"
+check "global_schedule 0.5 at the last step" grep -qE "(^| )60=0\.5$" <<<"$schedules"
+check "the change is noted in step $((S + 1))'s line" grep -q "^{\"step\": $((S + 1)), .*\"note\": \".*attach: lr_multiplier 1 -> 0.5" "$W/big_vision_metrics.txt"
+check "config_changes.json lists it" grep -q '"lr_multiplier"' "$W/config_changes.json"
+check "config.json keeps the original" grep -q '"lr": 0.01' "$W/config.json"
+
+# --- a resume keeps the multiplier; stop() -----------------------------------------------------
+"$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" --config.total_steps=100000 >"$TMP/train.out" 2>&1 &
+TRAIN=$!
+KIDS+=("$TRAIN")
+check "resumed run listens" wait_for 60 test -S "$SOCK"
+start_prompt "$W"
+say 'opt:lr_multiplier()'
+check "the multiplier survived the resume" answered "0.5"
+say 'stop()'
+check "stop answered" answered "the run stops"
+wait "$TRAIN"
+rc=$?
+check "stop(): exit code $rc" [ "$rc" -eq 0 ]
+exec 3>&-
+wait "$PROMPT"
+check "resume note" grep -qF "Resuming with the changes made by bvlua attach: lr_multiplier 0.5" "$TMP/train.out"
+last=$(tail -n 1 "$W/big_vision_metrics.txt" | sed 's/^{"step": \([0-9]*\).*/\1/')
+check "stop(): checkpoint at the last line's step ($last)" [ "$("$BVLUA" -e "print(bv.ckpt.load('$W').step)")" = "$last" ]
+check "after the resume global_schedule is 0.5" grep -q "^{\"step\": 61, .*\"global_schedule\": 0.5" "$W/big_vision_metrics.txt"
+
+# --- a stale socket; another user ----------------------------------------------------------------
+"$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" --config.total_steps=100000 >"$TMP/train.out" 2>&1 &
+TRAIN=$!
+KIDS+=("$TRAIN")
+check "third run listens" wait_for 60 test -S "$SOCK"
+kill -9 "$TRAIN"
+wait "$TRAIN" 2>/dev/null
+check "a killed run leaves its socket" test -S "$SOCK"
+run "$BVLUA" attach "$W"
+expect_rc 1 "attach to a stale socket"
+expect_in err "is a stale socket: the run that made it is gone" "attach to a stale socket"
+"$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" --config.total_steps=100000 >"$TMP/train.out" 2>&1 &
+TRAIN=$!
+KIDS+=("$TRAIN")
+check "the stale socket is replaced" wait_for 60 grep -qF "replaced a stale attach socket" "$TMP/train.out"
+check "fourth run listens" wait_for 60 test -S "$SOCK"
+if [ "$(id -u)" -eq 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+  chmod 755 "$W"
+  run setpriv --reuid=65534 --regid=65534 --clear-groups "$BVLUA" attach "$W"
+  expect_rc 1 "nobody, socket 0600"
+  expect_in err "permission denied" "nobody, socket 0600"
+  chmod 666 "$SOCK"  # loosened: the run's uid check still refuses
+  run setpriv --reuid=65534 --regid=65534 --clear-groups "$BVLUA" attach "$W"
+  expect_rc 1 "nobody, socket 0666"
+  expect_in err "refused: this run belongs to" "nobody, socket 0666"
+  check "the run logs the refusal" wait_for 30 grep -qF "may not attach" "$TMP/train.out"
+else
+  echo "SKIP: another user's prompt (needs root and setpriv)"
+fi
+start_prompt "$W"
+say 'stop()'
+check "the run still answers its owner" answered "the run stops"
+wait "$TRAIN"
+exec 3>&-
+wait "$PROMPT"
+
+# --- --no-attach; bit-identical ----------------------------------------------------------------
+"$BVLUA" --threads 1 train "$TMP/cfg.lua:fast" --workdir "$TMP/plain" --config.total_steps=12 >"$TMP/out" 2>&1 || fail "plain run"
+"$BVLUA" --threads 1 train "$TMP/cfg.lua:fast" --workdir "$TMP/off" --no-attach --config.total_steps=12 >"$TMP/out2" 2>&1 || fail "--no-attach run"
+check "--no-attach says nothing of attach" bash -c "! grep -q 'bvlua attach' '$TMP/out2'"
+run "$BVLUA" --threads 1 train "$TMP/cfg.lua:fast" --workdir "$TMP/off2" --config.attach=false --config.total_steps=12
+expect_rc 0 "config.attach = false"
+expect_not_in out "opens a prompt inside this run" "config.attach = false"
+check "bit-identical with and without the listener" "$BVLUA" -e "
+local metrics = require 'bv.metrics'
+local a, b = metrics.read('$TMP/plain/big_vision_metrics.txt'), metrics.read('$TMP/off/big_vision_metrics.txt')
+assert(#a == #b, 'line counts differ')
+for i = 1, #a do
+  for _, k in ipairs({'training_loss', 'l2_params', 'l2_grads', 'global_schedule', 'val/prec@1'}) do
+    assert(a[i][k] == b[i][k], 'line ' .. i .. ' ' .. k .. ': ' .. tostring(a[i][k]) .. ' vs ' .. tostring(b[i][k]))
+  end
+end
+local x, y = bv.ckpt.load('$TMP/plain'), bv.ckpt.load('$TMP/off')
+local n = 0
+for name, t in pairs(x.tensors) do
+  if name:match('^params/') or name:match('^opt/') then
+    assert(t:equal(y.tensors[name]), name .. ' differs')
+    n = n + 1
+  end
+end
+assert(n > 0)"
+finish
