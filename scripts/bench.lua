@@ -2,7 +2,7 @@
 -- scripts/bench_results/README.md comes from here: each side measured in its own process, the sides
 -- alternating ROUNDS times and compared by their medians, printed as tables and written as JSON.
 --   bvlua run scripts/bench.lua [SECTION...] [--json FILE] [--compare OLD.json] [--rounds N]
--- SECTIONs (default: all but sharding and optim):
+-- SECTIONs (default: all but sharding, optim and attach):
 --   gemm      the machine's peak as libtorch reaches it: a 2048^3 matmul, float32 and bfloat16
 --   train     a training step of each model (MODELS) against PyTorch eager and torch.compile on
 --             the same wheel and threads, float32 and bf16 autocast (MODES); GFLOP/s from the
@@ -17,6 +17,9 @@
 --   sharding  scripts/bench_sharding.lua's three strategies in 2 processes
 --   optim     one optimizer update of the tiny PaliGemma's and ViT-B/16's parameters, the fused
 --             update against the plain per-parameter one it replaced (OPTIM_CASES)
+--   attach    `bvlua attach`'s listener (one poll() per step) against --no-attach: a tiny
+--             ViT's training steps/s (a step of a few ms, where a cost would show), the two
+--             alternating, and the per-step check alone
 -- Environment: MODELS ("bit26:224:32:2 ..." as model:res:batch:steps), MODES ("train bf16"),
 -- COMPILE=0 (no torch.compile sides: their compiles take minutes), COMPILE_ROUNDS (how many of
 -- the rounds run the compiled sides too; default all), BENCH_DIR (the JPEGs), BENCH_TFDS_DIR (where
@@ -456,6 +459,82 @@ function SECTIONS.sharding()
   end
 end
 
+-- bvlua attach's cost to a run nobody attaches to: the same tiny training (ViT mu/4, 16x16
+-- images, batch 8) with the listener and with --no-attach, ATTACH_STEPS steps each, alternating
+-- ROUNDS times; steps/s from the metrics file's uptime between the first and the last logged
+-- step (start-up excluded). Then the per-step check alone: listener:pending() timed in a loop.
+function SECTIONS.attach()
+  local dir = ".bench/attach"
+  local steps = tonumber(os.getenv("ATTACH_STEPS") or "") or 600
+  bv.fs.mkdirs(dir)
+  sh(string.format("%s -e %s", BVLUA, q(string.format([[
+local json = require 'bv.json'
+local rng, lines = bv.rng(0), {}
+for i = 1, 64 do
+  local img = (bv.rand({16, 16, 3}, rng) * 255):to('uint8')
+  bv.image.write_png(img, '%s/' .. i .. '.png')
+  lines[i] = json.encode({image = i .. '.png', label = i %% 4})
+end
+bv.fs.write_file('%s/train.jsonl', table.concat(lines, '
+'))]], dir, dir))))
+  bv.fs.write_file(dir .. "/cfg.lua", string.format([[
+return {
+  seed = 0, total_steps = %d, num_classes = 4, loss = "softmax_xent",
+  input = {data = {name = "bv:jsonl", fname = "%s/train.jsonl", fopen_keys = {image = "%s"}},
+           batch_size = 8, pp = 'decode|value_range(-1, 1)|onehot(4, key="label", key_result="labels")|keep("image", "labels")'},
+  model_name = "vit", model = {variant = "mu/4", depth = 2},
+  optax_name = "scale_by_adam", lr = 1e-3, schedule = {}, log_training_steps = 100,
+}
+]], steps, dir, dir))
+  local function steps_per_s(workdir)
+    local rows = require("bv.metrics").read(workdir .. "/big_vision_metrics.txt")
+    local first, last
+    for _, r in ipairs(rows) do
+      if r.uptime then
+        first = first or r
+        last = r
+      end
+    end
+    return (last.step - first.step) / (last.uptime - first.uptime)
+  end
+  print(string.format("
+attach: %d training steps of a tiny ViT (mu/4, depth 2, 16x16, batch 8), "
+                      .. "with bvlua attach's listener and with --no-attach; median of %d "
+                      .. "alternating rounds", steps, rounds))
+  local rates = {listener = {}, ["no-attach"] = {}}
+  for r = 1, rounds do
+    for _, side in ipairs({"listener", "no-attach"}) do
+      local w = string.format("%s/run-%s-%d", dir, side, r)
+      sh("rm -rf " .. q(w))
+      sh(string.format("%s --threads %d train %s/cfg.lua --workdir %s %s >/dev/null 2>&1", BVLUA,
+                       THREADS, dir, q(w), side == "no-attach" and "--no-attach" or ""))
+      table.insert(rates[side], steps_per_s(w))
+    end
+  end
+  local on, off = median(rates.listener), median(rates["no-attach"])
+  local each = {}
+  for i = 1, rounds do
+    each[i] = string.format("%.1f/%.1f", rates.listener[i], rates["no-attach"][i])
+  end
+  print(string.format("  %-12s %9s
+  %-12s %9.1f
+  %-12s %9.1f
+  listener / no-attach %.3f"
+                      .. "   (each round: %s)", "", "steps/s", "listener", on, "--no-attach", off,
+                      on / off, table.concat(each, " ")))
+  local check_us = tonumber(sh(string.format("%s -e %s", BVLUA, q(string.format([[
+local l = bv.attach.listen('%s/bench.sock')
+local n = 200000
+local t0 = bv.clock()
+for _ = 1, n do l:pending() end
+print((bv.clock() - t0) / n * 1e6)
+l:close()]], dir)))))
+  print(string.format("  the per-step check alone (listener:pending(), one poll()): %.2f us",
+                      check_us))
+  result.attach = {steps = steps, listener_steps_s = on, no_attach_steps_s = off,
+                   ratio = on / off, rounds = rates, check_us = check_us}
+end
+
 -- The optimizer update alone (scripts/bench_optim.lua): bvlua's fused update against the plain
 -- per-parameter one it replaced (config._reference_update), on each model's whole parameter set;
 -- OPTIM_CASES ("pg_tiny:adam:20 ..." as model:optimizer:updates) picks them.
@@ -551,7 +630,7 @@ end
 for _, name in ipairs(sections) do
   if not SECTIONS[name] then
     error("bench: unknown section '" .. name .. "' (gemm, train, eval, paligemma, pp, tfds, "
-          .. "startup, sharding, optim)", 0)
+          .. "startup, sharding, optim, attach)", 0)
   end
 end
 io.stdout:setvbuf("line")

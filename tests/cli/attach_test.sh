@@ -31,7 +31,7 @@ bv.fs.write_file('$TMP/train.jsonl', table.concat(lines, '\n'))" || { echo "FAIL
 cat >"$TMP/cfg.lua" <<LUA
 local PP = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")|keep("image", "labels")'
 local function get_config(arg)
-  return {
+  local config = {
     seed = 0, total_steps = 60, num_classes = 3, loss = "softmax_xent",
     input = {data = {name = "bv:jsonl", fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}},
              batch_size = 4, pp = (arg == "fast" and "" or "slow|") .. PP},
@@ -42,11 +42,20 @@ local function get_config(arg)
                     fopen_keys = {image = "$TMP"}}, log_steps = 1000, loss_name = "softmax_xent",
                     pp = PP}},
   }
+  if arg ~= "fast" then  -- an evaluation long enough to be interrupted at the prompt
+    config.evals.slowval = {type = "classification", data = {name = "bv:jsonl",
+      fname = "$TMP/train.jsonl", fopen_keys = {image = "$TMP"}}, log_steps = 1000,
+      skip_first = true, loss_name = "softmax_xent", pp = "sleepy|" .. PP}
+  end
+  return config
 end
 local function register_pp_ops()
   bv.pp.register("slow", function()
     return function(data) bv.sleep(0.02); return data end
   end, "slow(): sleeps 20 ms (attach_test's pacing)")
+  bv.pp.register("sleepy", function()
+    return function(data) bv.sleep(0.3); return data end
+  end, "sleepy(): sleeps 300 ms (attach_test's evaluation to interrupt)")
 end
 return {get_config = get_config, register_pp_ops = register_pp_ops}
 LUA
@@ -101,6 +110,13 @@ print(string.format('%.9g', bv.ckpt.load('$W').tensors['params/head/kernel']:nor
 say 'evaluate("val")'
 check "evaluate answered" answered "val/prec@1"
 check "the evaluation's line, at step $S" grep -q "^{\"step\": $S, .*\"val/prec@1\": .*\"note\": \"attach: evaluate val\"" "$W/big_vision_metrics.txt"
+say 'evaluate("slowval")'
+check "a long evaluation says the run waits" answered "evaluating slowval at step $S; the run waits (Ctrl-C stops the evaluation, not the run)"
+sleep 1
+kill -INT "$PROMPT"
+check "Ctrl-C at the prompt interrupts the evaluation" wait_for 30 grep -qF "interrupted at the prompt (Ctrl-C)" "$TMP/perr"
+check "the interrupted evaluation wrote nothing" bash -c "! grep -q slowval/ '$W/big_vision_metrics.txt'"
+check "the run was not stopped" kill -0 "$TRAIN"
 say 'error("boom in a chunk")'
 check "an error stays at the prompt" wait_for 30 grep -qF "boom in a chunk" "$TMP/perr"
 say 'change("lr_multiplier", 0.5)'
@@ -108,7 +124,7 @@ check "change answered" answered "lr_multiplier: 1 -> 0.5 from step $((S + 1)) o
 say 'change("lr", 1)'
 check "what cannot change is refused" wait_for 30 grep -qF "'lr' cannot be changed while the run trains" "$TMP/perr"
 say 'evaluate("nope")'
-check "an unknown evaluator is named" wait_for 30 grep -qF "no evaluator 'nope' (this run's: val)" "$TMP/perr"
+check "an unknown evaluator is named" wait_for 30 grep -qF "no evaluator 'nope' (this run's: " "$TMP/perr"
 say 'resume()'
 check "resume answered" answered "resumed (paused"
 check "the run goes on after resume" wait_for 30 more_lines_than "$((n1 + 2))"
