@@ -8,6 +8,9 @@
 //   native.listdir(dir) -> sorted names, directories with a trailing "/" (nil, message on error)
 //   native.isatty(fd)   -> whether fd 0, 1 or 2 is a terminal
 //   native.columns()    -> the terminal's width (80 when unknown)
+//   native.remote_loop(client, {history =, prompt = "attach> "})   -- `bvlua attach`'s prompt:
+//                          the same line reading, each whole chunk sent to the run (a
+//                          bv.attach client) and its answer shown -> "detached" | "closed", msg
 #pragma once
 
 #include <lua.hpp>
