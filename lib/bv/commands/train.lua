@@ -182,7 +182,9 @@ local function workdir_guard()
     local shown = {}
     for _, name in ipairs(names) do
       os.remove(dir .. "/" .. name)
-      if name ~= LOCK_FILE then shown[#shown + 1] = name end
+      if name ~= LOCK_FILE and name ~= require("bv.attach").SOCKET then
+        shown[#shown + 1] = name
+      end
     end
     names = shown
     if os.remove(dir) then
