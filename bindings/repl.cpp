@@ -506,6 +506,37 @@ bool await_reply(attach::Connection& conn, std::string* why) {
   }
 }
 
+// What the run sent while the prompt waited for a line (a notice, or the end: the run stopped or
+// finished), shown before the next line goes out. False when the run is gone (`why`: what it
+// said). The prompt does not watch the socket while it reads a line, so this is when it learns.
+bool show_unsolicited(attach::Connection& conn, std::string* why) {
+  while (true) {
+    std::optional<attach::Frame> f = conn.next_frame();
+    if (!f) {
+      attach::ReadResult r = conn.fill(0);
+      if (r == attach::ReadResult::kData) continue;
+      if (r == attach::ReadResult::kClosed && !conn.has_frame()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s\n", kRunClosed);
+        std::fflush(stderr);
+        conn.close();
+        *why = "";
+        return false;
+      }
+      return true;
+    }
+    std::fflush(stdout);
+    if (f->kind == 'X') {
+      const std::string& text = f->payload;
+      write_to(stderr, text.empty() || text.back() == '\n' ? text : text + "\n");
+      conn.close();
+      *why = text;
+      return false;
+    }
+    if (f->kind == 'N') write_to(stderr, f->payload + "\n");
+  }
+}
+
 // What remote_loop changes in the process, put back however it returns.
 class RemoteScope {
  public:
@@ -560,6 +591,7 @@ int repl_remote_loop(lua_State* L) {
   while (true) {
     std::string line;
     ReadResult r = source->read(chunk.empty() ? prompt.c_str() : more.c_str(), &line);
+    if (!show_unsolicited(conn, &why)) break;
     if (r == ReadResult::kEof) {
       conn.send('Q', "");
       conn.close();

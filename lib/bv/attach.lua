@@ -110,9 +110,9 @@ local function write_changes_file(state)
   if state.rank ~= 0 then return end
   local path = state.workdir:gsub("/+$", "") .. "/" .. M.CHANGES_FILE
   bv.fs.write_file(path, json.encode({
-    original = "config.json (unchanged: these changes were made to the running run by bvlua "
-      .. "attach, and are kept in its checkpoints)",
-    current = state.changes.current, history = state.changes.history}) .. "\n")
+    note = "what bvlua attach changed while the run trained (config.json keeps the config it "
+      .. "started with; its checkpoints keep these)",
+    current = state.changes.current, history = state.changes.history}, {indent = 2}) .. "\n")
 end
 
 local function record_change(state, step, key, from, to)

@@ -202,11 +202,17 @@ else
   echo "SKIP: another user's prompt (needs root and setpriv)"
 fi
 start_prompt "$W"
-say 'stop()'
-check "the run still answers its owner" answered "the run stops"
+say 'pause()'
+check "the run still answers its owner" answered "paused after step"
+P=$(sed -n 's/^paused after step \([0-9]*\):.*/\1/p' "$TMP/pout")
+kill -TERM "$TRAIN"  # while paused: saves and stops, as between steps
 wait "$TRAIN"
-exec 3>&-
+rc=$?
+check "SIGTERM while paused: exit code $rc" [ "$rc" -eq 0 ]
+check "SIGTERM while paused: saved at step $P" grep -qF "SIGTERM received: saved a checkpoint at step $P and stopped" "$TMP/train.out"
+exec 3>&-  # the prompt learns it at its next line (here: the end of its input)
 wait "$PROMPT"
+check "the prompt was told" grep -qF "the run stopped after step $P (checkpoint saved)" "$TMP/perr"
 
 # --- --no-attach; bit-identical ----------------------------------------------------------------
 "$BVLUA" --threads 1 train "$TMP/cfg.lua:fast" --workdir "$TMP/plain" --config.total_steps=12 >"$TMP/out" 2>&1 || fail "plain run"
