@@ -460,7 +460,18 @@ void write_to(FILE* out, const std::string& text) {
 // connection just closed.
 bool await_reply(attach::Connection& conn, std::string* why) {
   bool tty = ::isatty(1);
+  // A command still running after 2 s with nothing shown yet: say that the run waits for it.
+  auto started = std::chrono::steady_clock::now();
+  bool heard = false;
   while (true) {
+    if (!heard && std::chrono::steady_clock::now() - started > std::chrono::seconds(2)) {
+      heard = true;
+      const char* text =
+          "(waiting: a command starts at the end of the run's step, and the run waits while it "
+          "runs; Ctrl-C interrupts it)";
+      write_to(stdout,
+               tty ? std::string("\x1b[2m") + text + "\x1b[0m\n" : std::string(text) + "\n");
+    }
     if (g_prompt_interrupt) {
       g_prompt_interrupt = 0;
       conn.send('I', "");  // a run that is gone shows as the connection closing, below
@@ -479,6 +490,7 @@ bool await_reply(attach::Connection& conn, std::string* why) {
       continue;
     }
     const std::string& text = f->payload;
+    heard = true;
     switch (f->kind) {
       case 'O': write_to(stdout, text); break;
       case 'E':
@@ -598,9 +610,17 @@ int repl_remote_loop(lua_State* L) {
       detached = true;
       break;
     }
-    if (r == ReadResult::kInterrupted) {
+    // Ctrl-C at the prompt detaches, as Ctrl-D does (the run goes on); inside an unfinished
+    // chunk it only drops the chunk. (While a command runs, it interrupts the command.)
+    if (r == ReadResult::kInterrupted && !chunk.empty()) {
       chunk.clear();
       continue;
+    }
+    if (r == ReadResult::kInterrupted) {
+      conn.send('Q', "");
+      conn.close();
+      detached = true;
+      break;
     }
     source->remember(line);
     if (chunk.empty() && line.find_first_not_of(" \t\r") == std::string::npos) continue;

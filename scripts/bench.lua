@@ -461,7 +461,7 @@ end
 
 -- bvlua attach's cost to a run nobody attaches to: the same tiny training (ViT mu/4, 16x16
 -- images, batch 8) with the listener and with --no-attach, ATTACH_STEPS steps each, alternating
--- ROUNDS times; steps/s from the metrics file's uptime between the first and the last logged
+-- ROUNDS times (each side first in every other round); steps/s from the metrics file's uptime between the first and the last logged
 -- step (start-up excluded). Then the per-step check alone: listener:pending() timed in a loop.
 function SECTIONS.attach()
   local dir = ".bench/attach"
@@ -475,8 +475,7 @@ for i = 1, 64 do
   bv.image.write_png(img, '%s/' .. i .. '.png')
   lines[i] = json.encode({image = i .. '.png', label = i %% 4})
 end
-bv.fs.write_file('%s/train.jsonl', table.concat(lines, '
-'))]], dir, dir))))
+bv.fs.write_file('%s/train.jsonl', table.concat(lines, '\n'))]], dir, dir))))
   bv.fs.write_file(dir .. "/cfg.lua", string.format([[
 return {
   seed = 0, total_steps = %d, num_classes = 4, loss = "softmax_xent",
@@ -497,13 +496,14 @@ return {
     end
     return (last.step - first.step) / (last.uptime - first.uptime)
   end
-  print(string.format("
-attach: %d training steps of a tiny ViT (mu/4, depth 2, 16x16, batch 8), "
+  print(string.format("\nattach: %d training steps of a tiny ViT (mu/4, depth 2, 16x16, batch 8), "
                       .. "with bvlua attach's listener and with --no-attach; median of %d "
                       .. "alternating rounds", steps, rounds))
   local rates = {listener = {}, ["no-attach"] = {}}
   for r = 1, rounds do
-    for _, side in ipairs({"listener", "no-attach"}) do
+    -- Which side goes first alternates too: the first of a pair tends to run slower here.
+    local order = r % 2 == 1 and {"listener", "no-attach"} or {"no-attach", "listener"}
+    for _, side in ipairs(order) do
       local w = string.format("%s/run-%s-%d", dir, side, r)
       sh("rm -rf " .. q(w))
       sh(string.format("%s --threads %d train %s/cfg.lua --workdir %s %s >/dev/null 2>&1", BVLUA,
@@ -512,16 +512,16 @@ attach: %d training steps of a tiny ViT (mu/4, depth 2, 16x16, batch 8), "
     end
   end
   local on, off = median(rates.listener), median(rates["no-attach"])
-  local each = {}
+  local each, ratios = {}, {}
   for i = 1, rounds do
     each[i] = string.format("%.1f/%.1f", rates.listener[i], rates["no-attach"][i])
+    ratios[i] = rates.listener[i] / rates["no-attach"][i]
   end
-  print(string.format("  %-12s %9s
-  %-12s %9.1f
-  %-12s %9.1f
-  listener / no-attach %.3f"
+  print(string.format("  %-12s %9s\n  %-12s %9.1f\n  %-12s %9.1f\n  listener / no-attach %.3f"
                       .. "   (each round: %s)", "", "steps/s", "listener", on, "--no-attach", off,
                       on / off, table.concat(each, " ")))
+  print(string.format("  median of the rounds' ratios %.3f (a cost below the rounds' spread "
+                      .. "cannot be told from noise)", median(ratios)))
   local check_us = tonumber(sh(string.format("%s -e %s", BVLUA, q(string.format([[
 local l = bv.attach.listen('%s/bench.sock')
 local n = 200000
@@ -532,7 +532,8 @@ l:close()]], dir)))))
   print(string.format("  the per-step check alone (listener:pending(), one poll()): %.2f us",
                       check_us))
   result.attach = {steps = steps, listener_steps_s = on, no_attach_steps_s = off,
-                   ratio = on / off, rounds = rates, check_us = check_us}
+                   ratio = on / off, median_round_ratio = median(ratios), rounds = rates,
+                   check_us = check_us}
 end
 
 -- The optimizer update alone (scripts/bench_optim.lua): bvlua's fused update against the plain

@@ -70,6 +70,7 @@ wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
 }
 lines() { wc -l <"$W/big_vision_metrics.txt"; }
 more_lines_than() { [ "$(lines)" -gt "$1" ]; }
+gone() { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }  # exited (a zombie)
 # The prompt reads from a FIFO that the test writes commands to, one at a time.
 start_prompt() {
   rm -f "$TMP/in"
@@ -119,6 +120,8 @@ check "the interrupted evaluation wrote nothing" bash -c "! grep -q slowval/ '$W
 check "the run was not stopped" kill -0 "$TRAIN"
 say 'error("boom in a chunk")'
 check "an error stays at the prompt" wait_for 30 grep -qF "boom in a chunk" "$TMP/perr"
+say 'bv.sleep(2.5)'
+check "a chunk that runs long: the prompt says the run waits" answered "(waiting: a command starts at the end of the run's step, and the run waits while it runs; Ctrl-C interrupts it)"
 say 'change("lr_multiplier", 0.5)'
 check "change answered" answered "lr_multiplier: 1 -> 0.5 from step $((S + 1)) on"
 say 'change("lr", 1)'
@@ -128,7 +131,9 @@ check "an unknown evaluator is named" wait_for 30 grep -qF "no evaluator 'nope' 
 say 'resume()'
 check "resume answered" answered "resumed (paused"
 check "the run goes on after resume" wait_for 30 more_lines_than "$((n1 + 2))"
-exec 3>&-  # Ctrl-D: detach
+kill -INT "$PROMPT"  # Ctrl-C at the prompt: detach
+check "Ctrl-C at the prompt detaches" wait_for 30 gone "$PROMPT"
+exec 3>&-
 wait "$PROMPT"
 rc=$?
 check "detach: exit code $rc" [ "$rc" -eq 0 ]
