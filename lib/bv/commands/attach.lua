@@ -68,13 +68,12 @@ local function main(argv)
   local banner = wait_for_hello(client, dir)
   io.stdout:write(banner, "\n")
   io.stdout:flush()
-  local reason, message = require("bv._repl").remote_loop(client, {history = history_file(),
+  local reason = require("bv._repl").remote_loop(client, {history = history_file(),
                                                                   prompt = "attach> "})
   client:close()
+  -- (When the run ended the session, remote_loop has shown what it said.)
   if reason == "detached" then
     io.stderr:write("bvlua attach: detached from ", dir, "; the run goes on\n")
-  elseif message and message ~= "" then
-    io.stderr:write("bvlua attach: ", message, "\n")
   end
   return 0
 end
