@@ -463,6 +463,7 @@ bool await_reply(attach::Connection& conn, std::string* why) {
   // A command still running after 2 s with nothing shown yet: say that the run waits for it.
   auto started = std::chrono::steady_clock::now();
   bool heard = false;
+  std::optional<std::chrono::steady_clock::time_point> interrupted_at;
   while (true) {
     if (!heard && std::chrono::steady_clock::now() - started > std::chrono::seconds(2)) {
       heard = true;
@@ -474,6 +475,20 @@ bool await_reply(attach::Connection& conn, std::string* why) {
     }
     if (g_prompt_interrupt) {
       g_prompt_interrupt = 0;
+      // A second Ctrl-C within 2 s: the command did not stop (native code cannot be cut), so
+      // the prompt leaves it running in the run and detaches.
+      auto now = std::chrono::steady_clock::now();
+      if (interrupted_at && now - *interrupted_at < std::chrono::seconds(2)) {
+        std::fflush(stdout);
+        std::fputs("bvlua attach: second Ctrl-C: detached, leaving the command to finish in the "
+                   "run\n",
+                   stderr);
+        std::fflush(stderr);
+        conn.close();
+        *why = "";
+        return false;
+      }
+      interrupted_at = now;
       conn.send('I', "");  // a run that is gone shows as the connection closing, below
     }
     std::optional<attach::Frame> f = conn.next_frame();

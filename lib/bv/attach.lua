@@ -40,10 +40,9 @@ M.CHANGES_FILE = "config_changes.json"
 -- What change(key, value) may change, and how. evals.NAME.log_steps is handled by eval_key.
 local function whole(min)
   return function(v)
-    if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-      return "a whole number"
+    if type(v) ~= "number" or not math.tointeger(v) or v < min or v > 2^31 then
+      return string.format("a whole number from %d to 2^31", min)
     end
-    if v < min then return "a whole number >= " .. min end
   end
 end
 
@@ -52,8 +51,8 @@ local CHANGEABLE = {
     doc = "multiplies the schedule (the logged global_schedule), so the learning rate and "
       .. "the weight decay that follows it",
     check = function(v)
-      if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
-        return "a finite number >= 0"
+      if type(v) ~= "number" or v ~= v or v < 0 or v > 1e6 then
+        return "a number from 0 to 1e6"
       end
     end,
     get = function(state) return state.opt:lr_multiplier() end,
@@ -141,9 +140,15 @@ end
 -- run is replaced (we hold the workdir's lock, so no live run owns it).
 function M.open(state)
   state.attach_seq = 0
+  state.attach_run = state.first_step  -- the store's keys of this run: bv/attach/FIRST_STEP/N
   if not wanted(state) or state.attach then return end
   local path = state.workdir:gsub("/+$", "") .. "/" .. M.SOCKET
-  local listener, note = bv.attach.listen(path)
+  local ok, listener, note = pcall(bv.attach.listen, path)
+  if not ok then
+    log.warn("bvlua attach: no prompt can attach to this run: %s (the run goes on; "
+             .. "--no-attach says this is wanted)", tostring(listener))
+    return
+  end
   if note then log.note("%s", note) end
   state.attach = {listener = listener, clients = {}, paused = false}
   log.note("`bvlua attach %s` opens a prompt inside this run (--no-attach: no listener)",
@@ -169,6 +174,7 @@ end
 function M.restore(state, saved)
   if saved ~= nil then
     state.changes = saved
+    state.saved_changes = #saved.history
     if state.rank == 0 then write_changes_file(state) end
   elseif state.rank == 0 and state.changes == nil then
     -- A checkpoint without changes: a file from changes made after it is set aside.
@@ -213,6 +219,12 @@ end
 -- Commands, done by every rank in the same order (apply), rank 0 first putting each in the
 -- store (relay). ctx = {step, params, loss, evaluate = fn(e) -> {name = value}, save = fn()}.
 
+-- Whether this step's checkpoint holds everything: it exists, and no change came after it.
+local function saved_now(state, ctx)
+  local changes = state.changes and #state.changes.history or 0
+  return state.saved_step == ctx.step and (state.saved_changes or 0) == changes
+end
+
 local function apply(state, ctx, cmd)
   local what = cmd[1]
   if what == "evaluate" then
@@ -223,7 +235,7 @@ local function apply(state, ctx, cmd)
     state.mw:step_end()
     return results
   elseif what == "save" then
-    if state.saved_step == ctx.step then return false end
+    if saved_now(state, ctx) then return false end
     ctx.save()
     note_next_step(state, "attach: saved a checkpoint at step " .. ctx.step)
     return true
@@ -231,43 +243,90 @@ local function apply(state, ctx, cmd)
     local key, v = cmd[2], cmd[3]
     local r = assert(rule(state, key))
     local from = r.get(state)
+    record_change(state, ctx.step, key, from, v)  -- first: what cannot be recorded is not made
     r.set(state, v)
-    record_change(state, ctx.step, key, from, v)
     note_next_step(state, string.format("attach: %s %s -> %s", key, show_value(from),
                                         show_value(v)))
     return from
   elseif what == "stop" then
-    if state.saved_step ~= ctx.step then ctx.save() end
+    if not saved_now(state, ctx) then ctx.save() end
     return true
   elseif what == "note" then
     note_next_step(state, cmd[2])
-  elseif what ~= "continue" then
+  elseif what ~= "end" then
     error("bvlua attach: unknown command from rank 0: " .. tostring(what), 0)
   end
 end
 
+-- Waits until the store has `key` (the other ranks: rank 0's next command; rank 0: another
+-- rank's outcome), polling: quickly at first, then every 50 ms (a pause may last hours, and the
+-- store's own waits time out). `also()`, when given, is checked between polls.
+local function await_key(group, key, also)
+  local pause = 0.002
+  while not group:check(key) do
+    if also then also() end
+    bv.sleep(pause)
+    pause = math.min(pause * 2, 0.05)
+  end
+  return group:get(key)
+end
+
+local function key(state, n) return "bv/attach/" .. state.attach_run .. "/" .. n end
+
+-- Rank 0 does a command that touches the run, and with several processes has every rank do it
+-- in the same order: the command goes to the store first, and each rank's outcome comes back
+-- there; an error on any rank is an error at the prompt (naming the ranks), and every rank stays
+-- in the session (a failed save on one rank is reported to the others by save_checkpoint).
 local function relay(state, ctx, cmd)
+  local a = state.attach
+  if a.stop then error("the run is stopping: stop() was called", 0) end
+  if a.ctx ~= ctx then
+    error("this command belongs to the prompt's session at an earlier step: call it again", 0)
+  end
+  local n
   if state.world > 1 then
     state.attach_seq = state.attach_seq + 1
-    state.shard.group:set("bv/attach/" .. state.attach_seq, json.encode(cmd))
+    n = state.attach_seq
+    state.shard.group:set(key(state, n), json.encode(cmd))
   end
   -- Ctrl-C at the prompt may cut a one-process evaluation short (nothing of it is kept), but
   -- nothing else: not a checkpoint being written, nor anything the other ranks do too.
-  if cmd[1] == "evaluate" and state.world == 1 then return apply(state, ctx, cmd) end
-  return bv.attach.hold(apply, state, ctx, cmd)
+  local run = (cmd[1] == "evaluate" and state.world == 1) and pcall
+              or function(...) return pcall(bv.attach.hold, ...) end
+  local ok, result = run(apply, state, ctx, cmd)
+  if not n or cmd[1] == "end" then
+    if not ok then error(result, 0) end
+    return result
+  end
+  local failed = {}
+  if not ok then failed[1] = "rank 0: " .. tostring(result) end
+  for r = 1, state.world - 1 do
+    local outcome = await_key(state.shard.group, key(state, n) .. "/" .. r)
+    if outcome ~= "ok" then failed[#failed + 1] = string.format("rank %d: %s", r, outcome) end
+  end
+  if #failed > 0 then error(table.concat(failed, "\n"), 0) end
+  return result
 end
 
--- The other ranks during a session: rank 0's commands, in order, until it goes on or stops.
+-- The other ranks during a session: rank 0's commands, in order, each outcome put back in the
+-- store, until rank 0 ends the session (stopped or not). A stop signal to this rank while it
+-- waits is passed to rank 0 through the store (a paused run stops on it).
 local function follow(state, ctx)
   local group = state.shard.group
+  local told = false
+  local function pass_signal()
+    if not told and bv.stop_requested() then
+      told = true
+      group:set(key(state, "signal"), bv.stop_requested())
+    end
+  end
   while true do
     state.attach_seq = state.attach_seq + 1
-    local key = "bv/attach/" .. state.attach_seq
-    while not group:check(key) do bv.sleep(0.005) end
-    local cmd = json.decode(group:get(key))
-    apply(state, ctx, cmd)
-    if cmd[1] == "continue" then return nil end
-    if cmd[1] == "stop" then return {stopped = ctx.step} end
+    local n = state.attach_seq
+    local cmd = json.decode(await_key(group, key(state, n), pass_signal))
+    if cmd[1] == "end" then return cmd[2] and {stopped = ctx.step} or nil end
+    local ok, err = pcall(apply, state, ctx, cmd)
+    group:set(key(state, n) .. "/" .. state.rank, ok and "ok" or tostring(err))
   end
 end
 
@@ -347,8 +406,8 @@ local function commands(state, ctx, a, id, send)
     return relay(state, ctx, {"evaluate", name})
   end
   function c.stop()
-    a.stop = true
     relay(state, ctx, {"stop"})
+    a.stop = true  -- only once the checkpoint is written (on every rank)
     return string.format("saved a checkpoint at step %d; the run stops", ctx.step)
   end
   function c.change(key, value)
@@ -365,7 +424,40 @@ local function commands(state, ctx, a, id, send)
   function c.changes()
     return state.changes and state.changes.history or {}
   end
+  -- A command kept in a variable and called in a later session would act on this one's step.
+  for name, fn in pairs(c) do
+    c[name] = function(...)
+      if a.ctx ~= ctx then
+        error(name .. "() belongs to the session at step " .. ctx.step .. ": call it again", 2)
+      end
+      return fn(...)
+    end
+  end
   return c
+end
+
+-- The optimizer as the prompt sees it: what reads it, not what changes it (a change goes
+-- through change(), which every rank makes and the run records).
+local READ_ONLY = {update = true, load_state = true, load_state_tensor = true,
+                   set_lr_multiplier = true}
+local function optimizer_view(opt)
+  return setmetatable({}, {
+    __index = function(_, name)
+      if READ_ONLY[name] then
+        return function()
+          error(string.format("opt:%s() would change the run behind its back: use change(%s)",
+                              name, name == "set_lr_multiplier" and '"lr_multiplier", x'
+                                or "key, value"), 2)
+        end
+      end
+      local v = opt[name]
+      if type(v) ~= "function" then return v end
+      return function(self, ...)
+        if self ~= nil and type(self) == "table" then return v(opt, ...) end
+        return v(self, ...)
+      end
+    end,
+    __tostring = function() return tostring(opt) end})
 end
 
 local function environment(state, ctx, a, id, send)
@@ -375,7 +467,11 @@ local function environment(state, ctx, a, id, send)
   local live = state.run.state or {}
   env.step, env.total_steps, env.config, env.workdir = ctx.step, state.total_steps, state.config,
                                                        state.workdir
-  env.params, env.opt, env.batch, env.model = ctx.params, state.opt, live.batch, live.model
+  -- With fsdp a rank holds placeholders for what it does not own: the prompt gets rank 0's own
+  -- parts (shard:owned), which are real.
+  local params = state.shard.fsdp and state.shard:owned(ctx.params) or ctx.params
+  env.params, env.opt, env.batch, env.model = params, optimizer_view(state.opt), live.batch,
+                                              live.model
   env.metrics = lazy_metrics(state)
   for name, fn in pairs(commands(state, ctx, a, id, send)) do env[name] = fn end
   env.print = function(...)
@@ -399,10 +495,24 @@ local function compile(code, env)
   return fn, true
 end
 
-local function run_chunk(state, ctx, a, id, code)
+-- What goes back to the prompt in one frame: at most 1 MiB (a frame may carry 64 MiB, but a
+-- chunk that prints a huge tensor should not hold the run while it travels).
+local MAX_TEXT = 1 << 20
+local function clip(text)
+  if #text <= MAX_TEXT then return text end
+  return text:sub(1, MAX_TEXT) .. string.format("\n... (%d bytes more, not shown)\n",
+                                                 #text - MAX_TEXT)
+end
+
+local function run_chunk(state, ctx, a, id, code, interrupted)
   local listener = a.listener
-  local function send(kind, text) listener:send(id, kind, text) end
+  local function send(kind, text) listener:send(id, kind, clip(text)) end
   local started = bv.clock()
+  if interrupted then  -- Ctrl-C came with the chunk, before it could start
+    send("E", "interrupted at the prompt (Ctrl-C) before it started\n")
+    send("D", "")
+    return
+  end
   local topic = code:match("^%s*%?(.*)$")
   if topic then
     send("O", require("bv.repl").help(topic) .. "\n")
@@ -416,8 +526,10 @@ local function run_chunk(state, ctx, a, id, code)
     send("D", "")
     return
   end
-  -- io.write inside the chunk goes to the prompt too (the trainer's log does not use it).
+  -- io.write inside the chunk goes to the prompt too (the trainer's log does not use it); put
+  -- back however the chunk ends.
   local write = io.write
+  local restore <close> = setmetatable({}, {__close = function() io.write = write end})
   io.write = function(...)
     local parts = table.pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
@@ -439,7 +551,6 @@ local function run_chunk(state, ctx, a, id, code)
     results = ok and {true, n = 1} or {false, text, n = 2}
     if ok then send("O", text .. "\n") end
   end
-  io.write = write
   if not results[1] then send("E", tostring(results[2]) .. "\n") end
   send("D", string.format("%.3f", bv.clock() - started))
 end
@@ -456,7 +567,7 @@ local function detached(state, ctx, a, id)
   end
 end
 
-local function handle(state, ctx, a, ev)
+local function handle(state, ctx, a, ev, interrupted)
   if ev.event == "connected" then
     a.clients[ev.id] = {user = ev.user, pid = ev.pid}
     log.note("bvlua attach: %s (pid %d) attached after step %d", ev.user, ev.pid, ctx.step)
@@ -467,7 +578,7 @@ local function handle(state, ctx, a, ev)
     if a.clients[ev.id] then detached(state, ctx, a, ev.id) end
   elseif ev.event == "frame" and a.clients[ev.id] then
     if ev.kind == "C" then
-      run_chunk(state, ctx, a, ev.id, ev.payload)
+      run_chunk(state, ctx, a, ev.id, ev.payload, interrupted)
     elseif ev.kind == "Q" then
       a.listener:drop(ev.id)
       detached(state, ctx, a, ev.id)
@@ -475,24 +586,53 @@ local function handle(state, ctx, a, ev)
   end
 end
 
+-- The stop signal to stop a paused run on: this process's, or one another rank passed on.
+local function signal(state)
+  local mine = bv.stop_requested()
+  if mine or state.world == 1 then return mine end
+  local group = state.shard.group
+  return group:check(key(state, "signal")) and group:get(key(state, "signal")) .. " on another rank"
+end
+
 -- Rank 0's session: the prompts' frames until none waits and the run is not paused. A SIGTERM or
--- SIGINT while paused stops the run (its checkpoint saved), as it would between steps.
+-- SIGINT while paused stops the run (its checkpoint saved), as it would between steps. Whatever
+-- goes wrong with one prompt (it sent a frame too large, it went away) drops that prompt and
+-- leaves the run as it was.
 local function serve(state, ctx)
   local a = state.attach
   while true do
     local events = a.listener:poll(a.paused and 0.5 or 0.02)
-    for _, ev in ipairs(events) do
-      handle(state, ctx, a, ev)
+    for i, ev in ipairs(events) do
+      -- An 'I' in the same batch as the chunk it meant to stop: the chunk does not start.
+      local interrupted = false
+      if ev.event == "frame" and ev.kind == "C" then
+        for j = i + 1, #events do
+          local later = events[j]
+          if later.id == ev.id and later.event == "frame" then
+            if later.kind == "I" then interrupted = true end
+            break
+          end
+        end
+      end
+      local ok, err = pcall(handle, state, ctx, a, ev, interrupted)
+      if not ok then
+        log.warn("bvlua attach: dropped a prompt after an error serving it: %s", tostring(err))
+        if ev.id and a.clients[ev.id] then
+          a.listener:drop(ev.id)
+          a.clients[ev.id] = nil
+        end
+      end
       if a.stop then break end
     end
     if a.stop then return {stopped = ctx.step} end
-    if a.paused and bv.stop_requested() then
+    local stop = a.paused and signal(state)
+    if stop then
       relay(state, ctx, {"stop"})
       for id in pairs(a.clients) do
         a.listener:send(id, "N", string.format("%s received: the run saved a checkpoint at step "
-                                               .. "%d and stops", bv.stop_requested(), ctx.step))
+                                               .. "%d and stops", stop, ctx.step))
       end
-      return {stopped = ctx.step, signal = bv.stop_requested()}
+      return {stopped = ctx.step, signal = stop}
     end
     if #events == 0 and not a.paused then return nil end
   end
@@ -500,20 +640,24 @@ end
 
 -- The session at the end of step ctx.step, on every rank (end_of_step calls it when rank 0's
 -- socket had something). Returns {stopped = step} when the prompt stopped the run (its
--- checkpoint saved), else nil.
+-- checkpoint saved), else nil. Its time is paused time on the run's clock.
 function M.session(state, ctx)
   state.chrono:pause()
-  local stopped
-  if state.rank == 0 then
-    stopped = serve(state, ctx)
-    if state.world > 1 and not stopped then relay(state, ctx, {"continue"}) end
-    if stopped then
-      M.close(state, string.format("the run stopped after step %d (checkpoint saved)", ctx.step))
-    end
-  else
-    stopped = follow(state, ctx)
+  local resume <close> = setmetatable({}, {__close = function() state.chrono:resume() end})
+  if state.rank ~= 0 then return follow(state, ctx) end
+  local a = state.attach
+  a.ctx = ctx
+  local ok, stopped = pcall(serve, state, ctx)
+  local stopping = ok and stopped ~= nil
+  if state.world > 1 then  -- the other ranks leave the session with rank 0, stopped or not
+    state.attach_seq = state.attach_seq + 1
+    state.shard.group:set(key(state, state.attach_seq), json.encode({"end", stopping}))
   end
-  state.chrono:resume()
+  a.ctx = nil
+  if not ok then error(stopped, 0) end
+  if stopping then
+    M.close(state, string.format("the run stopped after step %d (checkpoint saved)", ctx.step))
+  end
   return stopped
 end
 

@@ -113,11 +113,12 @@ int listen_at(const std::string& path, std::string* note) {
   BV_CHECK(addr.error() == 0, "attach socket ", path, ": ", std::strerror(addr.error()));
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   BV_CHECK(fd >= 0, "attach socket ", path, ": socket(): ", std::strerror(errno));
-  // The file is created with the umask's mode: owner-only from the start, not after a chmod.
-  mode_t old_mask = ::umask(077);
+  // Owner-only from the start: Linux gives the file the socket's own mode (fchmod before bind)
+  // less the umask, which is not changed here (it is process-wide, and data threads make files).
+  // Nobody can connect before listen() below anyway, which comes after the chmod.
+  ::fchmod(fd, 0600);
   int rc = ::bind(fd, addr.get(), addr.size());
   int err = errno;
-  ::umask(old_mask);
   if (rc != 0) {
     ::close(fd);
     fail("cannot make the attach socket ", path, ": ", std::strerror(err));

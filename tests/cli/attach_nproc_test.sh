@@ -24,6 +24,7 @@ for i = 1, 24 do
   lines[i] = json.encode({image = i .. '.png', label = i % 3})
 end
 bv.fs.write_file('$TMP/train.jsonl', table.concat(lines, '\n'))" || { echo "FAIL: making data"; exit 1; }
+cp "$TMP/train.jsonl" "$TMP/val.jsonl"
 
 cat >"$TMP/cfg.lua" <<LUA
 local PP = 'decode|value_range(-1, 1)|onehot(3, key="label", key_result="labels")|keep("image", "labels")'
@@ -36,7 +37,7 @@ local function get_config(arg)
     optax_name = "big_vision.sgd", lr = 0.05, schedule = {},
     sharding_strategy = {{".*", 'zero1(axis="data", min_size_to_shard_mb=0)'}},
     log_training_steps = 1, ckpt_steps = 1000,
-    evals = {val = {type = "classification", data = {name = "bv:jsonl", fname = "$TMP/train.jsonl",
+    evals = {val = {type = "classification", data = {name = "bv:jsonl", fname = "$TMP/val.jsonl",
                     fopen_keys = {image = "$TMP"}}, log_steps = 1000, loss_name = "softmax_xent",
                     pp = PP}},
   }
@@ -80,6 +81,11 @@ check "ckpt at step $S" [ "$("$BVLUA" -e "print(bv.ckpt.load('$W').step)")" = "$
 say 'evaluate("val")'
 check "evaluate answered" answered "val/prec@1"
 check "the evaluation's line" grep -q "^{\"step\": $S, .*\"val/prec@1\"" "$W/big_vision_metrics.txt"
+mv "$TMP/val.jsonl" "$TMP/val.aside"
+say 'evaluate("val")'
+check "a command that fails on every rank: each rank's error at the prompt" wait_for 60 grep -qF "rank 1: " "$TMP/perr"
+check "... and the run goes on" kill -0 "$TRAIN"
+mv "$TMP/val.aside" "$TMP/val.jsonl"
 say 'change("lr_multiplier", 0.5)'
 check "change answered" answered "lr_multiplier: 1 -> 0.5"
 say 'resume()'

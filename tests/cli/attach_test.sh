@@ -70,6 +70,7 @@ wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
 }
 lines() { wc -l <"$W/big_vision_metrics.txt"; }
 more_lines_than() { [ "$(lines)" -gt "$1" ]; }
+count_is() { [ "$(grep -cF -- "$2" "$3")" -eq "$1" ]; }  # count_is N TEXT FILE
 gone() { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }  # exited (a zombie)
 # The prompt reads from a FIFO that the test writes commands to, one at a time.
 start_prompt() {
@@ -124,6 +125,11 @@ say 'bv.sleep(2.5)'
 check "a chunk that runs long: the prompt says the run waits" answered "(waiting: a command starts at the end of the run's step, and the run waits while it runs; Ctrl-C interrupts it)"
 say 'change("lr_multiplier", 0.5)'
 check "change answered" answered "lr_multiplier: 1 -> 0.5 from step $((S + 1)) on"
+say 'save()'
+check "a change after this step's checkpoint: save() writes it again" wait_for 30 count_is 2 "saved a checkpoint at step $S" "$TMP/pout"
+check "the checkpoint holds the change" [ "$("$BVLUA" -e "print(bv.ckpt.load('$W').state.attach_changes.current.lr_multiplier)")" = 0.5 ]
+say 'change("log_training_steps", math.huge)'
+check "a value out of range is refused" wait_for 30 grep -qF "change: log_training_steps must be a whole number from 1 to 2^31, got inf" "$TMP/perr"
 say 'change("lr", 1)'
 check "what cannot change is refused" wait_for 30 grep -qF "'lr' cannot be changed while the run trains" "$TMP/perr"
 say 'evaluate("nope")'
@@ -165,6 +171,17 @@ check "resumed run listens" wait_for 60 test -S "$SOCK"
 start_prompt "$W"
 say 'opt:lr_multiplier()'
 check "the multiplier survived the resume" answered "0.5"
+say 'opt:set_lr_multiplier(2)'
+check "the prompt's opt does not change the run" wait_for 30 grep -qF 'use change("lr_multiplier", x)' "$TMP/perr"
+say 'sv = save; print("KEPT")'
+check "save kept in a variable" answered "KEPT"
+sleep 0.5  # the session ends once no chunk comes within 20 ms; the next one is another
+say 'sv()'
+check "a command kept from an earlier session is refused" wait_for 30 grep -qF "save() belongs to the session at step" "$TMP/perr"
+say 'pause()'
+check "paused again" answered "paused after step"
+say 'change("log_training_steps", 2)'
+check "log_training_steps changed" answered "log_training_steps: 1 -> 2"
 say 'stop()'
 check "stop answered" answered "the run stops"
 wait "$TRAIN"
@@ -176,6 +193,7 @@ check "resume note" grep -qF "Resuming with the changes made by bvlua attach: lr
 last=$(tail -n 1 "$W/big_vision_metrics.txt" | sed 's/^{"step": \([0-9]*\).*/\1/')
 check "stop(): checkpoint at the last line's step ($last)" [ "$("$BVLUA" -e "print(bv.ckpt.load('$W').step)")" = "$last" ]
 check "after the resume global_schedule is 0.5" grep -q "^{\"step\": 61, .*\"global_schedule\": 0.5" "$W/big_vision_metrics.txt"
+STOPPED=$last
 
 # --- a stale socket; another user ----------------------------------------------------------------
 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" --config.total_steps=100000 >"$TMP/train.out" 2>&1 &
@@ -244,4 +262,5 @@ for name, t in pairs(x.tensors) do
   end
 end
 assert(n > 0)"
+check "a change made just before stop() is noted in the resumed run's first line" grep -q "^{\"step\": $((STOPPED + 1)), \"note\": \"attach: log_training_steps 1 -> 2" "$W/big_vision_metrics.txt"
 finish

@@ -510,6 +510,7 @@ function M.resume_or_init(state, model, params, opt, checkpoint_extras)
   end
   -- What `bvlua attach` changed before the checkpoint (the learning-rate multiplier, ...).
   attach.restore(state, checkpoint and checkpoint.state.attach_changes or nil)
+  state.attach_notes = checkpoint and checkpoint.state.attach_notes or nil
   model:relayout(params)  -- loaded tensors are row-major; the model may prefer another layout
   params = shard:hold(params)  -- fsdp: this rank keeps what it owns; the model reads placeholders
   measure_memory(state, params, opt)
@@ -707,15 +708,23 @@ local function save_checkpoint(state, params, step, keep, in_session)
   if not in_session then state.chrono:pause() end
   local opt_state = shard:full_opt_state(state.opt, state.full_spec)
   params = shard:full_params(params)
+  local key = "bv/saved/" .. step .. "/" .. (state.changes and #state.changes.history or 0)
   if shard.rank == 0 then
     local tensors = {}
     for name, extra in pairs(state.checkpoint_extras) do tensors[name] = extra:state() end
     for name, x in pairs(params) do tensors["params/" .. name] = x end
     for name, x in pairs(opt_state) do tensors["opt/" .. name] = x end
-    local warnings = bv.ckpt.save(state.workdir, step, tensors, {
+    local ok, warnings = pcall(bv.ckpt.save, state.workdir, step, tensors, {
       chrono = state.chrono:state(step),  -- up to this step, not just to the last log step
       world = shard.world, data_position = state.data_position,
-      attach_changes = state.changes}, {keep = keep})  -- bvlua attach's: kept on resuming
+      -- bvlua attach's changes and the notes of them not yet in the metrics file: a resumed
+      -- run continues with them
+      attach_changes = state.changes, attach_notes = state.attach_notes}, {keep = keep})
+    if not ok then
+      -- The other ranks wait for this write (below): they fail with it instead of timing out.
+      if shard.world > 1 then shard.group:set(key, "failed: " .. tostring(warnings)) end
+      error(warnings, 0)
+    end
     -- Old checkpoints that could not be deleted: the new one is safe, a leftover costs disk.
     for _, warning in ipairs(warnings or {}) do log.warn(warning) end
   end
@@ -724,19 +733,23 @@ local function save_checkpoint(state, params, step, keep, in_session)
   -- collection, or the next update copies the whole state.
   opt_state, params = nil, nil
   collectgarbage()
-  state.saved_step = step
-  bv.stop_progress({step = step, saved = step})
   if shard.world > 1 then
     -- The other ranks wait for rank 0's write here, on the store, rather than in their next
     -- collective, whose timeout (300 s) a large checkpoint's write can outlast. A lost rank 0
-    -- still fails this at once.
-    local key = "bv/saved/" .. step
+    -- still fails this at once. (The key names the changes too: bvlua attach may save a step
+    -- again after a change.)
     if shard.rank == 0 then
       shard.group:set(key, "1")
     else
-      shard.group:wait(key, tonumber(os.getenv("BV_CKPT_TIMEOUT") or "") or 3600)
+      local v = shard.group:wait(key, tonumber(os.getenv("BV_CKPT_TIMEOUT") or "") or 3600)
+      if v ~= "1" then
+        error(string.format("rank 0 could not write the checkpoint of step %d: %s", step, v), 0)
+      end
     end
   end
+  state.saved_step = step
+  state.saved_changes = state.changes and #state.changes.history or 0
+  bv.stop_progress({step = step, saved = step})
   if not in_session then state.chrono:resume() end
 end
 
@@ -809,9 +822,22 @@ function M.end_of_step(state, step, params, loss)
           M.check_finite(state, step, {"training_loss", loss:item()})
         end
         state.mw:sync()
-        profile.range("checkpoint", save_checkpoint, state, params, step, false, true)
+        profile.range("checkpoint", save_checkpoint, state, params, step, keep, true)
       end})
-    if stopped then stop = stopped.signal or "bvlua attach's stop()" end
+    if stopped then
+      stop = stopped.signal or "bvlua attach's stop()"
+    else
+      -- A stop signal that came during the session (to any rank): stop here, as between steps.
+      stop = state.shard:stop_requested()
+      if stop and not (state.saved_step == step and state.saved_changes
+                       == (state.changes and #state.changes.history or 0)) then
+        if state.last_checked < step then
+          M.check_finite(state, step, {"training_loss", loss:item()})
+        end
+        state.mw:sync()
+        profile.range("checkpoint", save_checkpoint, state, params, step, keep)
+      end
+    end
   end
   if state.profiling and (stop or step >= state.run.profile.stop) then write_profile(state, step) end
   if stop then
