@@ -442,11 +442,13 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- Entry points
 
-local function history_file()
+-- The prompt's history file: $BVLUA_HISTORY ("" for none), else ~/NAME (default .bvlua_history;
+-- `bvlua attach` keeps its own); false when there is no home.
+function M.history_file(name)
   local env = os.getenv("BVLUA_HISTORY")
   if env then return env ~= "" and env or false end
   local home = os.getenv("HOME")
-  return home and home .. "/.bvlua_history" or false
+  return home and home .. "/" .. (name or ".bvlua_history") or false
 end
 
 -- Runs the prompt with `opts.globals` set and `opts.banner` printed first; returns when the
@@ -460,7 +462,7 @@ function M.start(opts)
                            bv.version, bv.torch_version))
   end
   io.flush()
-  native().loop({history = history_file()})
+  native().loop({history = M.history_file()})
 end
 
 -- A workdir is a directory that is not itself a checkpoint directory.

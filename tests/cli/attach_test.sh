@@ -17,15 +17,7 @@ trap 'for p in "${KIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' E
 . "$(dirname "$0")/checks.sh"
 export BVLUA_HISTORY=""
 
-"$BVLUA" -e "
-local json = require 'bv.json'
-local rng, lines = bv.rng(0), {}
-for i = 1, 24 do
-  local img = (bv.rand({8, 8, 3}, rng) * 255):to('uint8')
-  bv.image.write_png(img, '$TMP/' .. i .. '.png')
-  lines[i] = json.encode({image = i .. '.png', label = i % 3})
-end
-bv.fs.write_file('$TMP/train.jsonl', table.concat(lines, '\n'))" || { echo "FAIL: making data"; exit 1; }
+colour_data "$BVLUA" "$TMP" 24 || { echo "FAIL: making data"; exit 1; }
 
 # `slow` paces the steps (about 20 ms an example) so that a prompt attaches mid-run.
 cat >"$TMP/cfg.lua" <<LUA

@@ -30,3 +30,17 @@ finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]
 }
+
+# colour_data BVLUA DIR N: N random 8x8 PNGs in DIR and DIR/train.jsonl ({image, label = i % 3}),
+# the tiny data set the training tests use.
+colour_data() {
+  "$1" -e "
+local json = require 'bv.json'
+local rng, lines = bv.rng(0), {}
+for i = 1, $3 do
+  local img = (bv.rand({8, 8, 3}, rng) * 255):to('uint8')
+  bv.image.write_png(img, '$2/' .. i .. '.png')
+  lines[i] = json.encode({image = i .. '.png', label = i % 3})
+end
+bv.fs.write_file('$2/train.jsonl', table.concat(lines, '\\n'))"
+}

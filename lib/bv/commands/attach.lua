@@ -20,13 +20,6 @@ the run; Ctrl-D detaches and the run goes on (a paused run resumes). `?` explain
 
 exit codes: 0 detached, or the run ended; 1 no run to attach to, or refused; 2 usage error]]
 
-local function history_file()
-  local env = os.getenv("BVLUA_HISTORY")
-  if env then return env ~= "" and env or false end
-  local home = os.getenv("HOME")
-  return home and home .. "/.bvlua_attach_history" or false
-end
-
 -- The run's hello: it comes at the end of the step the run is in (an evaluation or a
 -- checkpoint may take a while; said after a second).
 local function wait_for_hello(client, dir)
@@ -68,8 +61,8 @@ local function main(argv)
   local banner = wait_for_hello(client, dir)
   io.stdout:write(banner, "\n")
   io.stdout:flush()
-  local reason = require("bv._repl").remote_loop(client, {history = history_file(),
-                                                                  prompt = "attach> "})
+  local history = require("bv.repl").history_file(".bvlua_attach_history")
+  local reason = require("bv._repl").remote_loop(client, {history = history, prompt = "attach> "})
   client:close()
   -- (When the run ended the session, remote_loop has shown what it said.)
   if reason == "detached" then
