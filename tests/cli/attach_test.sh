@@ -76,6 +76,17 @@ say() { echo "$1" >&3; }
 # Waits until the prompt's stdout has TEXT (a command's answer).
 answered() { wait_for 30 grep -qF -- "$1" "$TMP/pout"; }
 
+# --- no run, bad usage ------------------------------------------------------------------------
+run "$BVLUA" attach
+expect_rc 2 "attach without a workdir"
+expect_in err "missing WORKDIR" "attach without a workdir"
+run "$BVLUA" attach "$TMP"
+expect_rc 1 "attach where nothing trains"
+expect_in err "no run is listening in $TMP: there is no $TMP/.bvlua.attach" "attach where nothing trains"
+run "$BVLUA" attach "$TMP/none"
+expect_rc 1 "attach to a missing workdir"
+expect_in err "no such workdir: $TMP/none" "attach to a missing workdir"
+
 # --- a run, a prompt ---------------------------------------------------------------------------
 "$BVLUA" --threads 1 train "$TMP/cfg.lua" --workdir "$W" >"$TMP/train.out" 2>&1 &
 TRAIN=$!

@@ -16,7 +16,8 @@ params, opt, metrics, batch, model. Commands: pause(), resume(), save(), evaluat
 stop() (save and exit, as SIGTERM), change(key, value) for lr_multiplier, log_training_steps
 and evals.NAME.log_steps (from the next step on; noted in the metrics file, kept in
 checkpoints and in WORKDIR/config_changes.json), changes(). Ctrl-C interrupts a command, not
-the run; Ctrl-D detaches and the run goes on (a paused run resumes). `?` explains the prompt.
+the run (twice within 2 s: detach, the command left to finish); Ctrl-C or Ctrl-D at the prompt
+detaches and the run goes on (a paused run resumes). `?name` shows a doc.
 
 exit codes: 0 detached, or the run ended; 1 no run to attach to, or refused; 2 usage error]]
 
