@@ -163,8 +163,16 @@ end
 
 -- The notes of changes made at the last boundary, into this step's line (after mw:step_start).
 function M.write_notes(state)
-  for _, text in ipairs(state.attach_notes or {}) do state.mw:note(text) end
+  if not state.attach_notes then return end  -- every step: nothing made, usually
+  for _, text in ipairs(state.attach_notes) do state.mw:note(text) end
   state.attach_notes = nil
+end
+
+-- How many changes bvlua attach has made; whether the checkpoint of `step` exists and holds
+-- them all (a change after it means saving the step again).
+function M.change_count(state) return state.changes and #state.changes.history or 0 end
+function M.saved_at(state, step)
+  return state.saved_step == step and (state.saved_changes or 0) == M.change_count(state)
 end
 
 -- Resuming: the changes the checkpoint holds (its state.attach_changes) are made again, and
@@ -219,12 +227,6 @@ end
 -- Commands, done by every rank in the same order (apply), rank 0 first putting each in the
 -- store (relay). ctx = {step, params, loss, evaluate = fn(e) -> {name = value}, save = fn()}.
 
--- Whether this step's checkpoint holds everything: it exists, and no change came after it.
-local function saved_now(state, ctx)
-  local changes = state.changes and #state.changes.history or 0
-  return state.saved_step == ctx.step and (state.saved_changes or 0) == changes
-end
-
 local function apply(state, ctx, cmd)
   local what = cmd[1]
   if what == "evaluate" then
@@ -235,7 +237,7 @@ local function apply(state, ctx, cmd)
     state.mw:step_end()
     return results
   elseif what == "save" then
-    if saved_now(state, ctx) then return false end
+    if M.saved_at(state, ctx.step) then return false end
     ctx.save()
     note_next_step(state, "attach: saved a checkpoint at step " .. ctx.step)
     return true
@@ -249,7 +251,7 @@ local function apply(state, ctx, cmd)
                                         show_value(v)))
     return from
   elseif what == "stop" then
-    if not saved_now(state, ctx) then ctx.save() end
+    if not M.saved_at(state, ctx.step) then ctx.save() end
     return true
   elseif what == "note" then
     note_next_step(state, cmd[2])

@@ -708,7 +708,7 @@ local function save_checkpoint(state, params, step, keep, in_session)
   if not in_session then state.chrono:pause() end
   local opt_state = shard:full_opt_state(state.opt, state.full_spec)
   params = shard:full_params(params)
-  local key = "bv/saved/" .. step .. "/" .. (state.changes and #state.changes.history or 0)
+  local key = "bv/saved/" .. step .. "/" .. attach.change_count(state)
   if shard.rank == 0 then
     local tensors = {}
     for name, extra in pairs(state.checkpoint_extras) do tensors[name] = extra:state() end
@@ -748,7 +748,7 @@ local function save_checkpoint(state, params, step, keep, in_session)
     end
   end
   state.saved_step = step
-  state.saved_changes = state.changes and #state.changes.history or 0
+  state.saved_changes = attach.change_count(state)
   bv.stop_progress({step = step, saved = step})
   if not in_session then state.chrono:resume() end
 end
@@ -815,28 +815,22 @@ function M.end_of_step(state, step, params, loss)
   end
   if attach_now and not stop then
     -- A prompt attached to the run: at this step boundary (the line and checkpoint are done).
+    local function save_here(in_session)
+      if state.last_checked < step then
+        M.check_finite(state, step, {"training_loss", loss:item()})
+      end
+      state.mw:sync()
+      profile.range("checkpoint", save_checkpoint, state, params, step, keep, in_session)
+    end
     local stopped = attach.session(state, {step = step, params = params, loss = loss,
       evaluate = function(e) return run_eval(state, e, params, step, true) end,
-      save = function()
-        if state.last_checked < step then
-          M.check_finite(state, step, {"training_loss", loss:item()})
-        end
-        state.mw:sync()
-        profile.range("checkpoint", save_checkpoint, state, params, step, keep, true)
-      end})
+      save = function() save_here(true) end})
     if stopped then
       stop = stopped.signal or "bvlua attach's stop()"
     else
       -- A stop signal that came during the session (to any rank): stop here, as between steps.
       stop = state.shard:stop_requested()
-      if stop and not (state.saved_step == step and state.saved_changes
-                       == (state.changes and #state.changes.history or 0)) then
-        if state.last_checked < step then
-          M.check_finite(state, step, {"training_loss", loss:item()})
-        end
-        state.mw:sync()
-        profile.range("checkpoint", save_checkpoint, state, params, step, keep)
-      end
+      if stop and not attach.saved_at(state, step) then save_here(false) end
     end
   end
   if state.profiling and (stop or step >= state.run.profile.stop) then write_profile(state, step) end
