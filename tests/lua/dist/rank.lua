@@ -20,6 +20,18 @@ function M.init_on(model, device)
   return p
 end
 
+-- half(p, lo): `model`'s loss and gradients on examples lo and lo + 1 of a fixed batch of four
+-- 16x16 images (seed 1) on `device`; rank r of two takes lo = 2r + 1, and the mean of both halves
+-- is the one-process step's.
+function M.halves(model, device)
+  local x = bv.randn({4, 16, 16, 3}, bv.rng(1)):to(device)
+  local labels = bv.tensor({{1.0, 0, 0}, {0, 1.0, 0}, {0, 0, 1.0}, {1.0, 0, 0}}):to(device)
+  return function(p, lo)
+    return model:loss_and_grads(p, {image = x[{{lo, lo + 1}}], labels = labels[{{lo, lo + 1}}]},
+                                {loss = "softmax_xent"})
+  end
+end
+
 -- A table's keys, sorted: every rank walks parameters in the same order.
 function M.sorted_names(t)
   local ks = {}

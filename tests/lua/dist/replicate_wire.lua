@@ -27,12 +27,7 @@ assert(not ok and tostring(err):find('wire_dtype must be "float32" or "bfloat16"
 local m = bv.models.build("vit", {width = 32, depth = 2, mlp_dim = 64, num_heads = 2,
                                   patch_size = 4, image_size = 16, num_classes = 3,
                                   head_zeroinit = false})
-local x = bv.randn({4, 16, 16, 3}, bv.rng(1)):to(device)
-local labels = bv.tensor({{1.0, 0, 0}, {0, 1.0, 0}, {0, 0, 1.0}, {1.0, 0, 0}}):to(device)
-local function half(p, lo)
-  return m:loss_and_grads(p, {image = x[{{lo, lo + 1}}], labels = labels[{{lo, lo + 1}}]},
-                          {loss = "softmax_xent"})
-end
+local half = rank.halves(m, device)
 local function step(p) return half(p, r * 2 + 1) end
 local init = function() return rank.init_on(m, device) end
 
