@@ -3,7 +3,7 @@
 --   tree.flatten({a = {b = 1, c = 2}, d = {5, 6}})  -- {"a/b", "a/c", "d/0", "d/1"}, {1, 2, 5, 6}
 --   tree.recover({"a/b", "d"}, {0, 3})              -- {a = {b = 0}, d = 3}
 --   tree.get(t, "a/b"), tree.map_with_names(f, t), tree.replace(t, rules),
---   tree.make_mask_trees(t, {"img/.*", ".*"})
+--   tree.make_mask_trees(t, {"img/.*", ".*"}), tree.sorted_keys(t), tree.copy(t), tree.numel(shape)
 --
 -- Names are big_vision's: keys joined by "/", maps in sorted key order, lists by their 0-based
 -- index (as Python tuples are named), so names match those in big_vision's checkpoints. A leaf
@@ -170,6 +170,30 @@ function M.make_mask_trees(tree, patterns)
     end, tree)
   end
   return masks
+end
+
+-- The keys of t (a table or nil), sorted by their string forms: a stable order for mixed keys.
+function M.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t or {}) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+-- A deep copy of v: tables are copied all the way down and keep their metatables; other
+-- values (numbers, strings, tensors) are shared.
+function M.copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.copy(x) end
+  return setmetatable(out, getmetatable(v))
+end
+
+-- The number of elements of a shape ({2, 3} -> 6; {} -> 1).
+function M.numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
 end
 
 return M
