@@ -3,7 +3,8 @@
 --   tree.flatten({a = {b = 1, c = 2}, d = {5, 6}})  -- {"a/b", "a/c", "d/0", "d/1"}, {1, 2, 5, 6}
 --   tree.recover({"a/b", "d"}, {0, 3})              -- {a = {b = 0}, d = 3}
 --   tree.get(t, "a/b"), tree.map_with_names(f, t), tree.replace(t, rules),
---   tree.make_mask_trees(t, {"img/.*", ".*"}), tree.sorted_keys(t), tree.copy(t), tree.numel(shape)
+--   tree.make_mask_trees(t, {"img/.*", ".*"}),
+--   tree.sorted_keys(t), tree.copy(t), tree.numel(shape)
 --
 -- Names are big_vision's: keys joined by "/", maps in sorted key order, lists by their 0-based
 -- index (as Python tuples are named), so names match those in big_vision's checkpoints. A leaf
