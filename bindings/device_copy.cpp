@@ -1,6 +1,6 @@
 // bv.to_device_async(batch, device) -> a pending copy; copy:wait() -> the batch on the device.
 // The batch is a table of name -> value; its tensors travel to the device on a side stream
-// while the caller goes on (core/device_copy.h), its other values (strings, lists) are carried
+// while the caller goes on (device/device_copy.h), its other values (strings, lists) are carried
 // over as they are. The trainers start the next batch's copy before running the current step.
 #include <lua.hpp>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device_copy.h"
 #include "core/error.h"
+#include "device/device_copy.h"
 #include "lua_util.h"
 #include "tensor.h"
 

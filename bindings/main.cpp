@@ -11,8 +11,8 @@
 
 #include "cli.h"
 #include "core/error.h"
-#include "core/machine.h"
 #include "core/signals.h"
+#include "device/machine.h"
 #include "distributed/launch.h"
 #include "lua_util.h"
 #include "repl.h"

@@ -10,14 +10,14 @@
 
 #include "ckpt.h"
 #include "core/error.h"
-#include "core/fake_device.h"
 #include "core/fs.h"
-#include "core/machine.h"
 #include "core/notes.h"
-#include "core/precision.h"
 #include "core/quote.h"
 #include "core/regex.h"
 #include "core/signals.h"
+#include "device/fake_device.h"
+#include "device/machine.h"
+#include "device/precision.h"
 #include "image.h"
 #include "lua_util.h"
 #include "rng.h"
@@ -183,7 +183,7 @@ int bv_memory(lua_State* L) {
 }
 
 // bv.usage() -> {user_s, system_s, minor_faults, major_faults, max_rss_bytes, malloc}: what
-// this process has cost so far (core/machine.h process_usage) and the malloc it runs on.
+// this process has cost so far (device/machine.h process_usage) and the malloc it runs on.
 int bv_usage(lua_State* L) {
   ProcessUsage u = process_usage();
   lua_createtable(L, 0, 6);
@@ -203,13 +203,13 @@ int bv_usage(lua_State* L) {
 }
 
 // bv.set_matmul_precision(name): config.matmul_precision, JAX's "default", "high" or "highest"
-// (core/precision.h): whether CUDA's float32 matmuls and convolutions may use TF32.
+// (device/precision.h): whether CUDA's float32 matmuls and convolutions may use TF32.
 int bv_set_matmul_precision(lua_State* L) {
   set_matmul_precision(luaL_checkstring(L, 1));
   return 0;
 }
 
-// bv.set_deterministic(on): config.deterministic (core/precision.h); bv.deterministic() -> bool.
+// bv.set_deterministic(on): config.deterministic (device/precision.h); bv.deterministic() -> bool.
 int bv_set_deterministic(lua_State* L) {
   luaL_checktype(L, 1, LUA_TBOOLEAN);
   set_deterministic(lua_toboolean(L, 1));
@@ -245,7 +245,7 @@ int bv_take_notes(lua_State* L) {
   return 1;
 }
 
-// bv._fake_device() -> "fake:0": the test device (core/fake_device.h), for tests; users reach
+// bv._fake_device() -> "fake:0": the test device (device/fake_device.h), for tests; users reach
 // it through bv.device("fake") with BV_TEST_DEVICE=1.
 int bv_fake_device(lua_State* L) {
   lua_pushstring(L, enable_fake_device().str().c_str());

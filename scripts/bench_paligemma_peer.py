@@ -116,7 +116,7 @@ class BiT(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------
-# Gemma (runtime/models/gemma.cpp): width 64, 2 layers, 2 query heads, 1 kv head of 32
+# Gemma (runtime/models/ppp/gemma.cpp): width 64, 2 layers, 2 query heads, 1 kv head of 32
 
 def rms_norm(x, scale):
     var = (x * x).mean(-1, keepdim=True)
@@ -203,7 +203,7 @@ class Gemma(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------
-# PaliGemma (runtime/models/paligemma.cpp)
+# PaliGemma (runtime/models/proj/paligemma/paligemma.cpp)
 
 def prefix_lm_mask(input_mask, mask_ar):  # big_vision's make_attn_mask
     c = mask_ar.cumsum(1)

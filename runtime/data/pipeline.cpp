@@ -6,9 +6,9 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "core/machine.h"
 #include "core/signals.h"
 #include "core/tensor_util.h"
+#include "device/machine.h"
 
 namespace bv::data {
 
@@ -300,7 +300,7 @@ const char* kind_name(Value::Kind k) {
 }
 
 // A batch's tensor, in pinned host memory when asked: the device copy then starts without a
-// staging copy, and does not hold the host while it runs (core/device_copy.h).
+// staging copy, and does not hold the host while it runs (device/device_copy.h).
 at::Tensor batch_tensor(at::IntArrayRef shape, at::ScalarType dtype, bool pin_memory) {
   return at::empty(shape, at::TensorOptions(dtype).pinned_memory(pin_memory));
 }

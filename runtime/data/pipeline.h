@@ -81,12 +81,12 @@ struct PipelineOptions {
   int64_t max_consecutive_errors = 20;
   bool pad_last_batch = false;  // inference: pad the last batch and add a bool `_mask` key
   // Stack the batch's tensors in pinned host memory (for batches bound for a GPU: see
-  // core/device_copy.h); needs a device that has it (CUDA, the test device).
+  // device/device_copy.h); needs a device that has it (CUDA, the test device).
   bool pin_memory = false;
   // A batch whose buffers cannot fit is refused at the first example, before any batch is
   // built: its size times batch_size times the batches held (prefetch_batches in flight, the
   // one being gathered and its stacked copy) against memory_bytes (-1: what the machine has
-  // available, core/machine.h; 0: no check). The error names batch_size_key.
+  // available, device/machine.h; 0: no check). The error names batch_size_key.
   std::string batch_size_key = "batch_size";
   int64_t memory_bytes = -1;
 };

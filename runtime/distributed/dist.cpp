@@ -24,8 +24,8 @@
 #endif
 
 #include "core/error.h"
-#include "core/fake_device.h"
-#include "core/machine.h"
+#include "device/fake_device.h"
+#include "device/machine.h"
 #include "distributed/wait.h"
 
 #if !defined(USE_C10D_GLOO)

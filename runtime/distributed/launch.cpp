@@ -17,8 +17,8 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/machine.h"
 #include "core/process.h"
+#include "device/machine.h"
 
 extern char** environ;
 

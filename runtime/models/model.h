@@ -58,10 +58,10 @@ struct ModelApi {
 // PaliGemma and two_towers call their parts' through these).
 const ModelApi& vit_api();               // vit.cpp
 const ModelApi& bit_api();               // bit.cpp
-const ModelApi& gemma_api();             // gemma.cpp
-const ModelApi& paligemma_api();         // paligemma.cpp
-const ModelApi& text_transformer_api();  // text_transformer.cpp
-const ModelApi& two_towers_api();        // two_towers.cpp
+const ModelApi& gemma_api();             // ppp/gemma.cpp
+const ModelApi& paligemma_api();         // proj/paligemma/paligemma.cpp
+const ModelApi& text_transformer_api();  // proj/image_text/text_transformer.cpp
+const ModelApi& two_towers_api();        // proj/image_text/two_towers.cpp
 
 const ModelApi* find_model(const std::string& name);  // nullptr when unknown
 std::vector<std::string> model_names();

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/autocast.h"
+#include "device/autocast.h"
 #include "models/model.h"
 
 namespace bv::models {

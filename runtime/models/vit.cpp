@@ -13,11 +13,11 @@
 #include <memory>
 #include <set>
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "core/notes.h"
 #include "core/quote.h"
 #include "core/tensor_util.h"
+#include "device/autocast.h"
 #include "models/model.h"
 #include "models/remat.h"
 #include "models/vit.h"

@@ -6,9 +6,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/autocast.h"
 #include "core/error.h"
 #include "core/tensor_util.h"
+#include "device/autocast.h"
 
 namespace bv::train {
 

@@ -5,10 +5,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/fake_device.h"
 #include "core/notes.h"
-#include "models/gemma.h"
+#include "device/fake_device.h"
 #include "models/model.h"
+#include "models/ppp/gemma.h"
 
 namespace {
 

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "core/json_util.h"
-#include "core/machine.h"
 #include "core/notes.h"
 #include "core/quote.h"
 #include "data/pipeline.h"
+#include "device/machine.h"
 #include "image/codec.h"
 #include "models/model.h"
 #include "test_util.h"

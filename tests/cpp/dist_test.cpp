@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/fake_device.h"
-#include "core/machine.h"
+#include "device/fake_device.h"
+#include "device/machine.h"
 #include "distributed/dist.h"
 #include "distributed/launch.h"
 #include "distributed/wait.h"

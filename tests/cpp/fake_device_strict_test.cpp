@@ -1,4 +1,4 @@
-// The fake device is as strict as CUDA (issue 29; runtime/core/fake_device.h): each rule below is
+// The fake device is as strict as CUDA (issue 29; runtime/device/fake_device.h): each rule below is
 // shown to bite, on a use that a plain CPU run (and the fake device before) let through.
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>
@@ -12,10 +12,10 @@
 #include <csignal>
 #include <cstdint>
 
-#include "core/device_copy.h"
-#include "core/fake_device.h"
-#include "core/fake_streams.h"
-#include "core/machine.h"
+#include "device/device_copy.h"
+#include "device/fake_device.h"
+#include "device/fake_streams.h"
+#include "device/machine.h"
 
 namespace {
 
@@ -74,7 +74,7 @@ TEST_CASE("fake device: a side stream's copy used without an event wait is an er
   copied.block(impl.getStream(dev));
   CHECK(d.sum().item<float>() == 768);
 
-  // core/device_copy.h does it right: its wait() orders the current stream after the copy.
+  // device/device_copy.h does it right: its wait() orders the current stream after the copy.
   bv::DeviceCopy copy({pinned({8}).fill_(5)}, dev);
   at::Tensor got = copy.wait()[0];
   CHECK(got.device() == dev);

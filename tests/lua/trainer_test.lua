@@ -215,7 +215,7 @@ T.test("chrono: the final note counts every eval, the final one too, in Walltime
                     .. "Total train time:0s\n", 1, true), out)
 end)
 
--- The fake device (runtime/core/fake_device.h): host memory and the CPU's kernels, but an op
+-- The fake device (runtime/device/fake_device.h): host memory and the CPU's kernels, but an op
 -- that meets a CPU tensor among device ones fails. A whole run there (steps, logs, a checkpoint,
 -- an evaluation, a resume) shows that the trainer leaves nothing on the CPU by mistake.
 T.device_test("on a device: the same run as on the CPU, resumed there too", function(device)

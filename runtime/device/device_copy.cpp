@@ -1,4 +1,4 @@
-#include "core/device_copy.h"
+#include "device/device_copy.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>

@@ -1,4 +1,4 @@
-// The fake device's streams and events (core/fake_device.h), asynchronous as CUDA's are.
+// The fake device's streams and events (device/fake_device.h), asynchronous as CUDA's are.
 //
 // The model, in CUDA's terms:
 // - Kernels on the fake device are the CPU's and run when they are called, on the calling

@@ -19,8 +19,8 @@
 #include "core/notes.h"
 #include "core/quote.h"
 #include "core/tensor_util.h"
-#include "models/gemma.h"
 #include "models/model.h"
+#include "models/ppp/gemma.h"
 #include "models/remat.h"
 
 namespace bv::models {

@@ -12,9 +12,9 @@
 #include <set>
 
 #include "core/error.h"
-#include "models/gemma.h"
 #include "models/model.h"
-#include "models/paligemma.h"
+#include "models/ppp/gemma.h"
+#include "models/proj/paligemma/paligemma.h"
 
 namespace bv::models {
 

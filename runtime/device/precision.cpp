@@ -1,4 +1,4 @@
-#include "core/precision.h"
+#include "device/precision.h"
 
 #include <ATen/Context.h>
 

@@ -1,10 +1,10 @@
-// The fake device (core/fake_device.h): PrivateUse1 with two devices whose memory the host
-// cannot read, a guard with streams and events that are asynchronous (core/fake_streams.h), its
+// The fake device (device/fake_device.h): PrivateUse1 with two devices whose memory the host
+// cannot read, a guard with streams and events that are asynchronous (device/fake_streams.h), its
 // own generators, the kernels that make, copy and view tensors, and a fallback for every other
 // op that refuses what CUDA refuses (a CPU tensor or a CPU generator among device tensors,
 // tensors on two devices, a tensor another stream is still writing) and then runs the CPU's
 // kernel.
-#include "core/fake_device.h"
+#include "device/fake_device.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -30,7 +30,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/fake_streams.h"
+#include "device/fake_streams.h"
 
 namespace bv {
 
@@ -159,7 +159,8 @@ FakeAllocator fake_allocator;
 FakeAllocator& FakeAllocator::instance() { return fake_allocator; }
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &fake_allocator);
 
-// --- Streams and events (core/fake_streams.h) ---------------------------------------------------
+// --- Streams and events (device/fake_streams.h)
+// ---------------------------------------------------
 struct FakeEvent {
   fake::StreamId stream = 0;
   uint64_t seq = 0;  // the stream's queued work when recorded
@@ -401,14 +402,14 @@ std::string describe(const at::Tensor& t) {
   return s.str();
 }
 
-// Before an op on the current stream touches fake tensor `t` (core/fake_streams.h).
+// Before an op on the current stream touches fake tensor `t` (device/fake_streams.h).
 void check_use(const at::Tensor& t, const std::string& op) {
   if (t.defined() && t.device().type() == kFake) fake::check_use(storage_key(t), op, describe(t));
 }
 
 // A copy to, from or within the fake device (the CPU fallback's copies come here too). It is
 // queued on the stream, to run later, when a GPU would run it asynchronously
-// (core/fake_streams.h); otherwise it runs now, after the stream's queued work.
+// (device/fake_streams.h); otherwise it runs now, after the stream's queued work.
 at::Tensor fake_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   check_use(self, "copy_");
   check_use(dst, "copy_");

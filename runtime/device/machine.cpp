@@ -1,4 +1,4 @@
-#include "core/machine.h"
+#include "device/machine.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/fake_device.h"
+#include "device/fake_device.h"
 
 namespace bv {
 
@@ -43,7 +43,7 @@ std::string resolve_device(const std::string& spec, int local_rank) {
   if (spec == "fake" || spec.rfind("fake:", 0) == 0) {
     const char* allowed = std::getenv("BV_TEST_DEVICE");
     BV_CHECK(allowed && std::string(allowed) == "1", "device '", spec,
-             "' is the test device (the CPU's kernels, as strict as CUDA; core/fake_device.h): "
+             "' is the test device (the CPU's kernels, as strict as CUDA; device/fake_device.h): "
              "set BV_TEST_DEVICE=1 to use it");
     BV_CHECK(spec == "fake" || spec == "fake:0" || spec == "fake:1", "device '", spec,
              "': the test device has fake:0 and fake:1");

@@ -18,7 +18,7 @@ int cuda_device_count();
 // The device a process trains on, from what the user asked for (`--device`, config.device):
 // "auto" (or "") is cuda:LOCAL_RANK when a GPU is available, else "cpu"; "cpu"; "cuda" is
 // cuda:(LOCAL_RANK modulo the visible GPUs); "cuda:N"; "fake" (fake:(LOCAL_RANK % 2)) or
-// "fake:N", the test device (core/fake_device.h), with BV_TEST_DEVICE=1. Asking for a GPU that is
+// "fake:N", the test device (device/fake_device.h), with BV_TEST_DEVICE=1. Asking for a GPU that is
 // not there is a bv::Error saying why (no CUDA compiled in, no GPU, or fewer GPUs than N + 1),
 // never a silent CPU run.
 std::string resolve_device(const std::string& spec, int local_rank);

@@ -8,7 +8,7 @@
 //   crashes, as with a CUDA pointer); only copies reach the data;
 // - streams are asynchronous: copies on a side stream, and non_blocking ones from or to pinned
 //   memory, run later on a worker thread, and using their result from another stream without an
-//   event wait is an error (core/fake_streams.h);
+//   event wait is an error (device/fake_streams.h);
 // - random ops refuse a CPU generator (the device has its own: at::globalContext()
 //   .defaultGenerator(device) and getNewGenerator, as CUDA's);
 // - there are two devices, fake:0 and fake:1; a kernel refuses tensors on both, and a process

@@ -1,6 +1,6 @@
-// The fake device's asynchronous streams (core/fake_streams.h): one worker thread runs the
+// The fake device's asynchronous streams (device/fake_streams.h): one worker thread runs the
 // queued copies in the order they were queued, each after its delay.
-#include "core/fake_streams.h"
+#include "device/fake_streams.h"
 
 #include <c10/util/Exception.h>
 
@@ -179,7 +179,7 @@ void check_use(const void* storage, const std::string& op, const std::string& wh
   TORCH_CHECK(false, "fake device: ", op, " uses ", what, " that a copy on stream ", w.stream,
               " writes", finished ? "" : " (still queued)", ", but stream ", c,
               " was never made to wait for that copy: record an event on the copy's stream and "
-              "block on it (core/device_copy.h's wait()), or synchronize, before using it");
+              "block on it (device/device_copy.h's wait()), or synchronize, before using it");
 }
 
 void set_delay(std::chrono::milliseconds delay) { delay_ms = delay.count(); }

@@ -5,8 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json_fwd.hpp>
 
-#include "models/gemma.h"
 #include "models/model.h"
+#include "models/ppp/gemma.h"
 
 namespace bv::models::paligemma {
 
