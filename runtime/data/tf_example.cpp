@@ -121,7 +121,11 @@ struct Feature {
   }
 };
 
-void parse_bytes_list(Wire w, Feature* out) {
+// The values of a BytesList, FloatList or Int64List: field 1, repeated. A value given on its own
+// (wire type `single`; none for bytes) is read by one(w), a length-delimited field (a packed run
+// of numbers, or one bytes value) by packed(w).
+template <typename One, typename Packed>
+void parse_list(Wire w, int single, const char* name, const One& one, const Packed& packed) {
   while (!w.done()) {
     uint64_t f = 0;
     int t = 0;
@@ -130,49 +134,42 @@ void parse_bytes_list(Wire w, Feature* out) {
       w.skip(f, t);
       continue;
     }
-    w.expect(f, t, kLen, "BytesList.value");
-    out->bytes.emplace_back(w.len_delimited("a bytes value"));
+    if (t == single) {
+      one(w);
+      continue;
+    }
+    w.expect(f, t, kLen, name);
+    packed(w);
   }
+}
+
+void parse_bytes_list(Wire w, Feature* out) {
+  parse_list(
+      w, -1, "BytesList.value", [](Wire&) {},
+      [&](Wire& in) { out->bytes.emplace_back(in.len_delimited("a bytes value")); });
 }
 
 void parse_float_list(Wire w, Feature* out, const std::string& where, const std::string& what) {
-  while (!w.done()) {
-    uint64_t f = 0;
-    int t = 0;
-    w.tag(&f, &t);
-    if (f != 1) {
-      w.skip(f, t);
-      continue;
-    }
-    if (t == kFixed32) {
-      out->floats.push_back(w.fixed32_float());
-      continue;
-    }
-    w.expect(f, t, kLen, "FloatList.value");
-    std::string_view packed = w.len_delimited("packed floats");
-    if (packed.size() % 4 != 0) w.bad("packed floats of ", packed.size(), " bytes (not 4 each)");
-    Wire values(packed, where, what);
-    while (!values.done()) out->floats.push_back(values.fixed32_float());
-  }
+  parse_list(
+      w, kFixed32, "FloatList.value", [&](Wire& in) { out->floats.push_back(in.fixed32_float()); },
+      [&](Wire& in) {
+        std::string_view packed = in.len_delimited("packed floats");
+        if (packed.size() % 4 != 0) {
+          in.bad("packed floats of ", packed.size(), " bytes (not 4 each)");
+        }
+        Wire values(packed, where, what);
+        while (!values.done()) out->floats.push_back(values.fixed32_float());
+      });
 }
 
 void parse_int64_list(Wire w, Feature* out, const std::string& where, const std::string& what) {
-  while (!w.done()) {
-    uint64_t f = 0;
-    int t = 0;
-    w.tag(&f, &t);
-    if (f != 1) {
-      w.skip(f, t);
-      continue;
-    }
-    if (t == kVarint) {
-      out->ints.push_back(static_cast<int64_t>(w.varint("an int64 value")));
-      continue;
-    }
-    w.expect(f, t, kLen, "Int64List.value");
-    Wire values(w.len_delimited("packed int64s"), where, what);
-    while (!values.done()) out->ints.push_back(static_cast<int64_t>(values.varint("an int64")));
-  }
+  parse_list(
+      w, kVarint, "Int64List.value",
+      [&](Wire& in) { out->ints.push_back(static_cast<int64_t>(in.varint("an int64 value"))); },
+      [&](Wire& in) {
+        Wire values(in.len_delimited("packed int64s"), where, what);
+        while (!values.done()) out->ints.push_back(static_cast<int64_t>(values.varint("an int64")));
+      });
 }
 
 void parse_feature(std::string_view bytes, const std::string& where, const std::string& what,
