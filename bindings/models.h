@@ -1,4 +1,4 @@
-// Shared by the bindings that take a model's parameters from Lua (models.cpp, train.cpp).
+// check_params, for the bindings that take a model's parameters from Lua (models.cpp).
 #pragma once
 
 #include <lua.hpp>

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "train/losses.h"
+#include "train/step.h"
 
 namespace bv {
 

@@ -1,4 +1,4 @@
-// The device test (issue 16) on the fake device (runtime/device/fake_device.h): ViT, BiT, Adafactor
+// The device test on the fake device (runtime/device/fake_device.h): ViT, BiT, Adafactor
 // and PaliGemma with every parameter and batch on a device that is not the CPU.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include "models/ppp/gemma.h"
 #include "models/proj/paligemma/paligemma.h"
 #include "optim/optimizer.h"
-#include "train/losses.h"
+#include "train/step.h"
 
 namespace {
 
