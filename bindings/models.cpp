@@ -23,7 +23,7 @@
 #include "models/samplers.h"
 #include "rng.h"
 #include "tensor.h"
-#include "train/losses.h"
+#include "train/step.h"
 
 namespace bv::lua {
 
@@ -271,8 +271,33 @@ int models_doc(lua_State* L) {
   return 1;
 }
 
+// bv._models.config_keys(name) -> {{name =, type =, default = JSON text, doc =, model_key =}, ...}:
+// the keys the model's parser accepts (ModelApi::keys), for bv.config_keys.
+int models_config_keys(lua_State* L) {
+  const models::ModelApi& m = check_model_name(L, 1);
+  lua_createtable(L, static_cast<int>(m.keys.size()), 0);
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    const models::ConfigKey& k = m.keys[i];
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, k.name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, k.type);
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, k.default_json);
+    lua_setfield(L, -2, "default");
+    lua_pushstring(L, k.doc);
+    lua_setfield(L, -2, "doc");
+    if (k.model_key) {
+      lua_pushstring(L, k.model_key);
+      lua_setfield(L, -2, "model_key");
+    }
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 // ---------------------------------------------------------------------------------------------
-// The training step (runtime/train/losses.h): forward, loss and backward in one call
+// The training step (runtime/train/step.h): forward, loss and backward in one call
 
 // The step options a Lua table gives (absent keys keep their defaults); `rng` gets the mixup
 // stream when the table has one.
@@ -357,6 +382,7 @@ void open_models(lua_State* L) {
       BV_FN("apply", models_apply),
       BV_FN("names", models_names),
       BV_FN("doc", models_doc),
+      BV_FN("config_keys", models_config_keys),
       BV_FN("resample_posemb", models_resample_posemb),
       BV_FN("relayout", models_relayout),
       BV_FN("paligemma_prefill", models_paligemma_prefill),

@@ -1,4 +1,4 @@
--- bv.models: models by big_vision's names (runtime/models/<name>.cpp).
+-- bv.models: models by big_vision's names (runtime/models/: vit.cpp, ppp/gemma.cpp, ...).
 --
 --   local m = bv.models.build("vit", {variant = "B/16", num_classes = 1000})
 --   m:param_shapes()              -- {{name=, shape=, dtype=, scan=}, ...} sorted, nothing allocated
@@ -38,6 +38,11 @@ end
 function M.names() return bv._models.names() end
 
 function M.doc(name) return bv._models.doc(name) end
+
+-- The config keys model `name` reads, as its C++ file declares them: a list of {name =, type =,
+-- default = JSON text ("null": None), doc =, model_key = (a part's table: the key naming the
+-- part's model) or nil} (bv.config_keys.model makes them a scope).
+function M.config_keys(name) return bv._models.config_keys(name) end
 
 -- Every parameter's name, shape and dtype, sorted by name (no memory is allocated).
 function Model:param_shapes() return self.specs end

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
-#include <set>
 
 #include "core/error.h"
 #include "core/quote.h"
+#include "models/common.h"
 #include "models/model.h"
 
 namespace bv::models {
@@ -26,12 +26,16 @@ struct BitConfig {
   int64_t root_width() const { return static_cast<int64_t>(64 * width); }
 };
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"depth", "int|list", "50", "26, 50, 101, 152, 200, or a list of units per stage"},
+    {"width", "float", "1", "channel multiplier (64 * width must be a multiple of 32)"},
+    {"num_classes", "int", "null", "the head's outputs; None: no head"},
+};
+
 BitConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "bit: the model config must be a table");
-  static const std::set<std::string> known = {"num_classes", "width", "depth"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "bit: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "bit");
   BitConfig c;
   if (cfg.contains("num_classes") && !cfg["num_classes"].is_null()) {
     BV_CHECK(cfg["num_classes"].is_number_integer() && cfg["num_classes"].get<int64_t>() > 0,
@@ -78,25 +82,12 @@ BitConfig parse_config(const json& cfg) {
   return c;
 }
 
-void add_conv(std::vector<ParamSpec>& out, const std::string& name, int64_t k, int64_t in,
-              int64_t o) {
-  // flax Conv's default kernel init is lecun_normal over fan_in = k*k*in.
-  out.push_back(
-      {name + "/kernel", {k, k, in, o}, at::kFloat, Init::kLecunNormal, 0, k * k * in, o});
-}
-
-void add_gn(std::vector<ParamSpec>& out, const std::string& name, int64_t c,
-            bool zero_scale = false) {
-  out.push_back({name + "/scale", {c}, at::kFloat, zero_scale ? Init::kZeros : Init::kOnes});
-  out.push_back({name + "/bias", {c}, at::kFloat, Init::kZeros});
-}
-
 std::vector<ParamSpec> bit_param_specs(const json& cfg) {
   BitConfig c = parse_config(cfg);
   std::vector<ParamSpec> out;
   int64_t w = c.root_width();
   add_conv(out, "conv_root", 7, 3, w);
-  add_gn(out, "gn_root", w);
+  add_norm(out, "gn_root", w);
   int64_t in = w;
   for (size_t s = 0; s < c.blocks.size(); ++s) {
     int64_t nmid = w << s, nout = 4 * nmid;
@@ -105,73 +96,29 @@ std::vector<ParamSpec> bit_param_specs(const json& cfg) {
       bool strided = u == 0 && s > 0;
       if (in != nout || strided) {
         add_conv(out, p + "conv_proj", 1, in, nout);
-        add_gn(out, p + "gn_proj", nout);
+        add_norm(out, p + "gn_proj", nout);
       }
       add_conv(out, p + "conv1", 1, in, nmid);
-      add_gn(out, p + "gn1", nmid);
+      add_norm(out, p + "gn1", nmid);
       add_conv(out, p + "conv2", 3, nmid, nmid);
-      add_gn(out, p + "gn2", nmid);
+      add_norm(out, p + "gn2", nmid);
       add_conv(out, p + "conv3", 1, nmid, nout);
-      add_gn(out, p + "gn3", nout, /*zero_scale=*/true);
+      add_norm(out, p + "gn3", nout, /*zero_scale=*/true);
       in = nout;
     }
   }
-  if (c.num_classes) {
-    out.push_back({"head/kernel", {in, c.num_classes}, at::kFloat, Init::kZeros});
-    out.push_back({"head/bias", {c.num_classes}, at::kFloat, Init::kZeros});
-  }
+  if (c.num_classes)
+    add_dense(out, "head", {in, c.num_classes}, {c.num_classes}, Init::kZeros, 0, 0);
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Forward (NCHW inside)
 
-// TF "SAME": total padding max((ceil(in/s)-1)*s + k - in, 0), the smaller half before.
-std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t k, int64_t s) {
-  int64_t total = std::max<int64_t>(((in + s - 1) / s - 1) * s + k - in, 0);
-  return {total / 2, total - total / 2};
-}
-
-at::Tensor pad_same(const at::Tensor& x, int64_t k, int64_t s, double value) {
-  auto [top, bottom] = same_padding(x.size(2), k, s);
-  auto [left, right] = same_padding(x.size(3), k, s);
-  if (top == 0 && bottom == 0 && left == 0 && right == 0) return x;
-  return at::constant_pad_nd(x, {left, right, top, bottom}, value);
-}
-
-// A weight-standardised conv: per output channel, (w - mean) / (std + 1e-5) over (H, W, In).
-// The kernel is made OIHW-contiguous first: reducing over its inner dims is several times faster
-// than over HWIO's outer ones, and the conv wants OIHW anyway. Two passes (the mean, then the
-// mean square of the centred kernel) rather than at::std_mean, whose Welford reduction is not
-// vectorised on the CPU: 2-7x faster per conv, and half the time of a small BiT's inference.
-at::Tensor std_conv(const at::Tensor& x, const at::Tensor& kernel_hwio, int64_t stride) {
-  at::Tensor w = kernel_hwio.permute({3, 2, 0, 1}).contiguous();  // HWIO -> OIHW
-  at::Tensor centred = w - w.mean({1, 2, 3}, /*keepdim=*/true);
-  at::Tensor std = centred.square().mean({1, 2, 3}, /*keepdim=*/true).sqrt();
-  w = centred / (std + 1e-5);
-  auto [top, bottom] = same_padding(x.size(2), w.size(2), stride);
-  auto [left, right] = same_padding(x.size(3), w.size(3), stride);
-  if (top == bottom && left == right) {
-    return at::conv2d(x, w, {}, stride, {top, left});  // symmetric: the conv pads, no copy
-  }
-  return at::conv2d(pad_same(x, w.size(2), stride, 0.0), w, {}, stride);
-}
-
-// Under autocast the convs give bfloat16. As PyTorch's autocast does on each device: on the CPU
-// GroupNorm takes the bfloat16 activations as they are (ATen's CPU kernel accepts float32 scale
-// and bias with them and keeps its statistics in float32; half the memory traffic, and the next
-// conv needs no cast: BiT-R26's bf16 step 1.4x faster); elsewhere it runs in float32, the
-// parameters' dtype (libtorch's autocast does not cast group_norm's inputs itself).
-at::Tensor group_norm(const at::Tensor& x, const Params& p, const std::string& name) {
-  const at::Tensor& scale = param(p, name + "/scale", "bit");
-  bool as_is = x.device().is_cpu() && scale.scalar_type() == at::kFloat &&
-               (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
-  at::Tensor in = as_is ? x : x.to(scale.scalar_type());
-  // Off the CPU in its own layout: CUDA's kernel makes a channels-last input contiguous itself,
-  // and libtorch's generic one (another device's, the fake device's) views it, which fails on
-  // a channels-last evaluation batch with libtorch 2.11.
-  if (!x.device().is_cpu()) in = in.contiguous();
-  return at::group_norm(in, 32, scale, param(p, name + "/bias", "bit"), 1e-6);
+// GroupNorm `name` with 32 groups (its scale read before its bias).
+at::Tensor gn(const at::Tensor& x, const Params& p, const std::string& name) {
+  at::Tensor scale = param(p, name + "/scale", "bit");
+  return models::group_norm(x, 32, scale, param(p, name + "/bias", "bit"));
 }
 
 at::Tensor nhwc(const at::Tensor& x) { return x.permute({0, 2, 3, 1}); }
@@ -190,7 +137,7 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
   at::Tensor x = image.to(at::kFloat).permute({0, 3, 1, 2});
   x = x.contiguous(train ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast);
   x = std_conv(x, P("conv_root/kernel"), 2);
-  x = group_norm(x, params, "gn_root").relu_();
+  x = gn(x, params, "gn_root").relu_();
   x = at::max_pool2d(pad_same(x, 3, 2, -std::numeric_limits<double>::infinity()), {3, 3}, {2, 2});
   out.aux.emplace_back("stem", nhwc(x));
   for (size_t s = 0; s < c.blocks.size(); ++s) {
@@ -199,14 +146,13 @@ Output bit_apply(const json& cfg, const Params& params, const std::vector<at::Te
       int64_t stride = (u == 0 && s > 0) ? 2 : 1;
       at::Tensor residual = x;
       if (params.count(p + "conv_proj/kernel")) {
-        residual =
-            group_norm(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
+        residual = gn(std_conv(x, P(p + "conv_proj/kernel"), stride), params, p + "gn_proj");
       }
       // In place where autograd allows it (GroupNorm's backward does not need its output): fewer
       // passes over the activations, as torchvision's ResNet does.
-      at::Tensor y = group_norm(std_conv(x, P(p + "conv1/kernel"), 1), params, p + "gn1").relu_();
-      y = group_norm(std_conv(y, P(p + "conv2/kernel"), stride), params, p + "gn2").relu_();
-      y = group_norm(std_conv(y, P(p + "conv3/kernel"), 1), params, p + "gn3");
+      at::Tensor y = gn(std_conv(x, P(p + "conv1/kernel"), 1), params, p + "gn1").relu_();
+      y = gn(std_conv(y, P(p + "conv2/kernel"), stride), params, p + "gn2").relu_();
+      y = gn(std_conv(y, P(p + "conv3/kernel"), 1), params, p + "gn3");
       x = y.add_(residual).relu_();
     }
     out.aux.emplace_back("stage" + std::to_string(s + 1), nhwc(x));
@@ -239,6 +185,7 @@ const ModelApi& bit_api() {
       "bit",
       "bit(depth=50, width=1, num_classes=None): big_vision's BiT ResNet-v1 (GroupNorm, "
       "weight standardisation)",
+      kKeys,
       bit_param_specs,
       nullptr,
       bit_apply,

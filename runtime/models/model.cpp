@@ -129,20 +129,13 @@ at::Tensor layer_param(const Params& params, const std::string& name, int64_t i,
   return it->second[i];
 }
 
-at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
-                 const char* model) {
-  return at::matmul(x, param(params, name + "/kernel", model)) +
-         param(params, name + "/bias", model);
-}
-
-void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,
-                     const char* model, Output& out) {
-  if (num_classes == 0) {
-    out.out = x;
-    return;
+void check_config_keys(const nlohmann::json& cfg, std::span<const ConfigKey> keys,
+                       const char* model) {
+  for (const auto& [key, v] : cfg.items()) {
+    bool known = false;
+    for (const ConfigKey& k : keys) known = known || key == k.name;
+    BV_CHECK(known, model, ": unknown config key '", key, "'");
   }
-  out.out = dense(params, "head", x, model);
-  out.aux.emplace_back("logits", out.out);
 }
 
 void append_prefixed(std::vector<ParamSpec>& out, std::vector<ParamSpec> specs,

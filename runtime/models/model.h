@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,24 @@ struct Output {
   std::vector<std::pair<std::string, std::function<at::Tensor()>>> lazy;
 };
 
+// A config key the model reads, declared once, in the model's file: its parser refuses every
+// other key (check_config_keys), and bv.config_keys makes the list the scope "model:NAME"
+// (lib/bv/config_keys/model.lua), which `?NAME` in the REPL, docs/config_keys.md and the
+// warnings about unknown keys read.
+struct ConfigKey {
+  const char* name;
+  const char* type;  // bv.config_keys' types: int, float, bool, string, table, list, "int|list"
+  const char* default_json;  // the default as JSON text; "null": None (absent)
+  const char* doc;           // one line
+  // For a table of a part's options: the key that names the part's model ("img_model"), whose
+  // own default names it when the config leaves it out. nullptr for other keys.
+  const char* model_key = nullptr;
+};
+
 struct ModelApi {
   const char* name;
-  const char* doc;
+  const char* doc;  // "name(key=default, ...): what it is"
+  std::span<const ConfigKey> keys;
   std::vector<ParamSpec> (*param_specs)(const nlohmann::json& cfg);
   // Parameters with a fixed value (e.g. sincos position embeddings) are filled by this; others
   // come from their Init. May be null.
@@ -109,14 +125,9 @@ class ParamSourceScope {
   ParamSource* previous_;
 };
 
-// x @ `name`/kernel + `name`/bias: a flax Dense layer.
-at::Tensor dense(const Params& params, const std::string& name, const at::Tensor& x,
-                 const char* model);
-
-// How big_vision's classifiers end: with num_classes, logits = x @ head/kernel + head/bias
-// (also out.aux["logits"]); without, the representation x itself. Sets out.out.
-void classifier_head(const Params& params, const at::Tensor& x, int64_t num_classes,
-                     const char* model, Output& out);
+// Refuses a key of `cfg` that `keys` does not declare: "<model>: unknown config key 'KEY'".
+void check_config_keys(const nlohmann::json& cfg, std::span<const ConfigKey> keys,
+                       const char* model);
 
 // The dotted config key `name` of the model config as a user writes it, for error messages:
 // "model.variant", or "model.img.variant" while a composite model works on its part "img"

@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <set>
 
 #include "core/error.h"
 #include "core/notes.h"
 #include "core/quote.h"
 #include "core/tensor_util.h"
 #include "device/autocast.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/remat.h"
 #include "models/vit.h"
@@ -81,15 +81,34 @@ void read_pair(const json& v, const char* key, int64_t* h, int64_t* w) {
   }
 }
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"variant", "string", "null",
+     "SIZE/PATCH, e.g. \"B/16\" (sizes: mu, Ti, S, M, B, L, So400m, H, g, g-opt, G, G-opt, e); "
+     "sets width, depth, mlp_dim, num_heads and patch_size"},
+    {"num_classes", "int", "null",
+     "the head's outputs; None: no head (the trainer sets it from config.num_classes)"},
+    {"patch_size", "list", "[16,16]", "the patch, {h, w}"},
+    {"width", "int", "768", "the encoder's width"},
+    {"depth", "int", "12", "encoder blocks"},
+    {"mlp_dim", "int", "null", "the MLP's hidden size (default 4 * width)"},
+    {"num_heads", "int", "12", "attention heads"},
+    {"posemb", "string", "\"learn\"", "position embeddings: learn or sincos2d"},
+    {"rep_size", "int|bool", "false", "a pre_logits layer of this size (true: width)"},
+    {"dropout", "float", "0", "dropout rate"},
+    {"pool_type", "string", "\"gap\"", "gap, map, tok, 0 or none"},
+    {"head_zeroinit", "bool", "true", "the head starts at zero"},
+    {"scan", "bool", "false", "the encoder's layers stacked in one parameter each"},
+    {"remat_policy", "string", "\"nothing_saveable\"",
+     "recompute layers in the backward when scanned (none: keep activations)"},
+    {"dtype_mm", "string", "\"float32\"", "the matmuls' dtype: float32, bfloat16, float16"},
+    {"image_size", "list", "[224,224]",
+     "the input image size, {h, w} (trainers set it from the data)"},
+};
+
 ViTConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "vit: the model config must be a table");
-  static const std::set<std::string> known = {
-      "variant",   "num_classes",  "patch_size", "width",     "depth",     "mlp_dim",
-      "num_heads", "posemb",       "rep_size",   "dropout",   "pool_type", "head_zeroinit",
-      "scan",      "remat_policy", "dtype_mm",   "image_size"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "vit: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "vit");
   ViTConfig c;
   // Where the patch size comes from, for the messages: the variant or patch_size.
   std::string patch_from = "the default patch";
@@ -182,18 +201,6 @@ ViTConfig parse_config(const json& cfg) {
 // ---------------------------------------------------------------------------------------------
 // Parameter tree
 
-void add_dense(std::vector<ParamSpec>& out, const std::string& prefix, std::vector<int64_t> kshape,
-               std::vector<int64_t> bshape, Init kinit, int64_t fan_in, int64_t fan_out,
-               Init binit = Init::kZeros, double bstd = 0) {
-  out.push_back({prefix + "/kernel", std::move(kshape), at::kFloat, kinit, 0, fan_in, fan_out});
-  out.push_back({prefix + "/bias", std::move(bshape), at::kFloat, binit, bstd});
-}
-
-void add_layernorm(std::vector<ParamSpec>& out, const std::string& prefix, int64_t d) {
-  out.push_back({prefix + "/scale", {d}, at::kFloat, Init::kOnes});
-  out.push_back({prefix + "/bias", {d}, at::kFloat, Init::kZeros});
-}
-
 void add_attention(std::vector<ParamSpec>& out, const std::string& p, int64_t d, int64_t heads) {
   int64_t hd = d / heads;
   for (const char* name : {"query", "key", "value"}) {
@@ -221,8 +228,8 @@ EncoderConfig encoder_of(const ViTConfig& c) {
 // One encoder block's parameters under `prefix`.
 std::vector<ParamSpec> block_specs(const EncoderConfig& c, const std::string& prefix) {
   std::vector<ParamSpec> out;
-  add_layernorm(out, prefix + "/LayerNorm_0", c.width);
-  add_layernorm(out, prefix + "/LayerNorm_1", c.width);
+  add_norm(out, prefix + "/LayerNorm_0", c.width);
+  add_norm(out, prefix + "/LayerNorm_1", c.width);
   add_attention(out, prefix + "/MultiHeadDotProductAttention_0", c.width, c.num_heads);
   add_mlp(out, prefix + "/MlpBlock_0", c.width, c.mlp_dim);
   return out;
@@ -234,11 +241,7 @@ void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c,
                        const std::string& name) {
   if (c.scan) {
     // One stacked subtree: every leaf gets a leading `depth` axis (layer i = index i).
-    for (ParamSpec s : block_specs(c, name + "/encoderblock")) {
-      s.shape.insert(s.shape.begin(), c.depth);
-      s.scan = true;
-      out.push_back(s);
-    }
+    for (ParamSpec& s : block_specs(c, name + "/encoderblock")) out.push_back(scanned(s, c.depth));
   } else {
     for (int64_t i = 0; i < c.depth; ++i) {
       for (ParamSpec& s : block_specs(c, name + "/encoderblock_" + std::to_string(i))) {
@@ -246,14 +249,14 @@ void add_encoder_specs(std::vector<ParamSpec>& out, const EncoderConfig& c,
       }
     }
   }
-  add_layernorm(out, name + "/encoder_norm", c.width);
+  add_norm(out, name + "/encoder_norm", c.width);
 }
 
 void add_map_head_specs(std::vector<ParamSpec>& out, const EncoderConfig& c) {
   out.push_back(
       {"MAPHead_0/probe", {1, 1, c.width}, at::kFloat, Init::kXavierUniform, 0, c.width, c.width});
   add_attention(out, "MAPHead_0/MultiHeadDotProductAttention_0", c.width, c.num_heads);
-  add_layernorm(out, "MAPHead_0/LayerNorm_0", c.width);
+  add_norm(out, "MAPHead_0/LayerNorm_0", c.width);
   add_mlp(out, "MAPHead_0/MlpBlock_0", c.width, c.mlp_dim);
 }
 
@@ -317,19 +320,6 @@ struct Layer {
     return param(params, encoder + "/encoderblock_" + std::to_string(i) + "/" + name, "vit");
   }
 };
-
-at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias) {
-  return at::layer_norm(x, {x.size(-1)}, scale, bias, 1e-6);
-}
-
-// x @ kernel + bias over the last dim, as one GEMM with the bias fused (addmm), which is what
-// torch's nn.Linear runs; matmul-then-add is a second pass over the output.
-at::Tensor linear(const at::Tensor& x, const at::Tensor& kernel, const at::Tensor& bias) {
-  int64_t in = kernel.size(0), out = kernel.size(1);
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
-  return at::addmm(bias, x.reshape({-1, in}), kernel).view(shape);
-}
 
 // flax's MultiHeadDotProductAttention: q/k/v kernels [D, H, Dh], out kernel [H, Dh, D].
 // Self-attention projects q, k and v with one GEMM over the concatenated kernels.
@@ -587,7 +577,10 @@ const ModelApi& vit_api() {
       "vit",
       "vit(variant='B/16', num_classes=None, pool_type='gap', posemb='learn', rep_size=False, "
       "image_size=224, ...): big_vision's Vision Transformer",
-      vit_param_specs, nullptr, vit_apply};  // sincos2d is computed in apply, not stored
+      kKeys,
+      vit_param_specs,
+      nullptr,
+      vit_apply};  // sincos2d is computed in apply, not stored
   return api;
 }
 

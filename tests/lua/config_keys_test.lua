@@ -1,7 +1,7 @@
 -- bv.config_keys: declared keys can be overridden when the config lacks them (converted to the
 -- declared type, durations replacing each other), undeclared ones are an error or a warning
 -- with the closest declared name, None (bv.null) is absent for the trainer and freezes in a
--- schedule, every key the trainers read is declared, and lib/bv/CONFIG_KEYS.md is up to date.
+-- schedule, every key the trainers read is declared, and docs/config_keys.md is up to date.
 local T = require "tests.lua.lib.testing"
 local config = require "bv.config"
 local config_keys = require "bv.config_keys"
@@ -352,14 +352,29 @@ local function assert_declared(scope_name, names, where)
   end
 end
 
-T.test("the native models and optimizers read only declared keys", function()
-  for model, file in pairs({vit = "vit", bit = "bit", ["ppp.gemma"] = "gemma",
-                            ["proj.paligemma.paligemma"] = "paligemma",
-                            ["proj.image_text.text_transformer"] = "text_transformer",
-                            ["proj.image_text.two_towers"] = "two_towers"}) do
-    local path = "runtime/models/" .. file .. ".cpp"
-    assert_declared("model:" .. model, cpp_list(path, "known = {"), path)
+T.test("a model's scope is its native declaration: ?NAME, the warnings, the defaults", function()
+  for _, name in ipairs(bv.models.names()) do
+    local native = {}
+    for i, k in ipairs(bv.models.config_keys(name)) do native[i] = k.name end
+    T.eq(config_keys.names(config_keys.scope("model:" .. name)), native, name)
   end
+  local vit = config_keys.scope("model:vit")
+  T.eq(vit.by_name.patch_size.default, {16, 16})
+  T.eq(vit.by_name.variant.default, nil)
+  T.eq(math.type(config_keys.scope("model:proj.image_text.two_towers").by_name.temperature_init
+    .default), "float")
+  -- A part's options take the scope of the model its sibling key names (the default when unset).
+  local cfg = {model_name = "proj.paligemma.paligemma", model = {img_model = "bit",
+    img = {dpth = 26}, llm = {widt = 8}}, input = {batch_size = 8, data = {name = "bv:jsonl",
+    fname = "x"}}, trainer = "proj.paligemma.train", total_steps = 1, lr = 0.1}
+  local warnings = table.concat(config_keys.unknown(cfg), "\n")
+  T.truthy(warnings:find("'model.img.dpth' is not one that model:bit reads (did you mean "
+    .. "'depth'?)", 1, true), warnings)
+  T.truthy(warnings:find("'model.llm.widt' is not one that model:ppp.gemma reads (did you "
+    .. "mean 'width'?)", 1, true), warnings)
+end)
+
+T.test("the native optimizers and schedules read only declared keys", function()
   local tf = "runtime/optim/transforms.cpp"
   assert_declared("optax:big_vision.scale_by_adafactor", cpp_list(tf, "check_keys(kw,"), tf)
   local s, n = read_text(tf), 0
@@ -402,8 +417,8 @@ end)
 
 -- The reference -----------------------------------------------------------------------------
 
-T.test("lib/bv/CONFIG_KEYS.md is what scripts/config_keys writes", function()
-  T.eq(read_text("lib/bv/CONFIG_KEYS.md"), config_keys.markdown(),
+T.test("docs/config_keys.md is what scripts/config_keys writes", function()
+  T.eq(read_text("docs/config_keys.md"), config_keys.markdown(),
        "run `build/bvlua run scripts/config_keys.lua` to update it")
 end)
 

@@ -19,6 +19,7 @@
 #include "core/notes.h"
 #include "core/quote.h"
 #include "core/tensor_util.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/ppp/gemma.h"
 #include "models/remat.h"
@@ -52,27 +53,30 @@ const Variant kVariants[] = {
     {"gemma_7b", 3072, 28, 24576, 16, 16, 256},
 };
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"variant", "string", "\"gemma_2b\"", "gemma_2b or gemma_7b: width, depth, mlp_dim, heads"},
+    {"width", "int", "2048", "the model's width"},
+    {"depth", "int", "18", "decoder layers"},
+    {"mlp_dim", "int", "16384", "the MLP's hidden size"},
+    {"num_heads", "int", "8", "query heads"},
+    {"num_kv_heads", "int", "1", "key/value heads"},
+    {"head_dim", "int", "256", "per-head size"},
+    {"vocab_size", "int", "256000", "the embedding's rows"},
+    {"scan", "bool", "true", "layers stacked in one parameter each"},
+    {"remat_policy", "string", "\"none\"",
+     "recompute layers in the backward (any other than none)"},
+    {"dropout", "float", "0", "only 0"},
+    {"dropout_bdims", "list", "null", "accepted, no effect (no dropout)"},
+    {"cache_dtype", "string", "null", "the KV cache's dtype: float32, bfloat16, float16"},
+    {"embed_dtype", "string", "\"float32\"", "only float32 (config.autocast for bf16)"},
+    {"final_logits_softcap", "float", "0", "tanh soft cap of the logits (0: none)"},
+    {"attn_logits_softcap", "float", "0", "tanh soft cap of attention logits (0: none)"},
+};
+
 GemmaConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "gemma: the model config must be a table");
-  static const std::set<std::string> known = {"variant",
-                                              "width",
-                                              "depth",
-                                              "mlp_dim",
-                                              "num_heads",
-                                              "num_kv_heads",
-                                              "head_dim",
-                                              "vocab_size",
-                                              "scan",
-                                              "remat_policy",
-                                              "dropout",
-                                              "dropout_bdims",
-                                              "cache_dtype",
-                                              "embed_dtype",
-                                              "final_logits_softcap",
-                                              "attn_logits_softcap"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "gemma: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "gemma");
   GemmaConfig c;
   std::string variant = cfg.value("variant", std::string("gemma_2b"));
   bool found = false;
@@ -142,8 +146,8 @@ GemmaConfig parse_config(const json& cfg) {
 std::vector<ParamSpec> layer_specs(const GemmaConfig& c) {
   int64_t D = c.width, N = c.num_heads, K = c.num_kv_heads, H = c.head_dim, F = c.mlp_dim;
   std::vector<ParamSpec> out;
-  out.push_back({"pre_attention_norm/scale", {D}, at::kFloat, Init::kZeros});
-  out.push_back({"pre_ffw_norm/scale", {D}, at::kFloat, Init::kZeros});
+  add_rms_norm(out, "pre_attention_norm", D);
+  add_rms_norm(out, "pre_ffw_norm", D);
   if (K == N) {
     out.push_back({"attn/qkv_einsum/w", {3, N, D, H}, at::kFloat, Init::kLecunNormal, 0, D, H});
   } else {
@@ -166,10 +170,8 @@ std::vector<ParamSpec> gemma_param_specs(const json& cfg) {
                  1.0 / std::sqrt(static_cast<double>(c.width))});
   for (const ParamSpec& s : layer_specs(c)) {
     if (c.scan) {
-      ParamSpec stacked = s;
+      ParamSpec stacked = scanned(s, c.depth);
       stacked.name = "layers/" + s.name;
-      stacked.shape.insert(stacked.shape.begin(), c.depth);
-      stacked.scan = true;
       out.push_back(stacked);
     } else {
       for (int64_t i = 0; i < c.depth; ++i) {
@@ -179,17 +181,12 @@ std::vector<ParamSpec> gemma_param_specs(const json& cfg) {
       }
     }
   }
-  out.push_back({"final_norm/scale", {c.width}, at::kFloat, Init::kZeros});
+  add_rms_norm(out, "final_norm", c.width);
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Forward
-
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
-  at::Tensor var = (x * x).mean(-1, /*keepdim=*/true);
-  return x * at::rsqrt(var + 1e-6) * (1 + scale);
-}
 
 // RoPE, half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), timescale 1e4^(2i/H).
 at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) {  // x [B, T, N, H]
@@ -446,7 +443,10 @@ const ModelApi& gemma_api() {
       "ppp.gemma",
       "ppp.gemma(variant='gemma_2b', scan=True, vocab_size=256000, ...): big_vision's Gemma "
       "decoder (RMSNorm, RoPE, multi-query attention, GeGLU, tied embeddings)",
-      gemma_param_specs, nullptr, gemma_apply};
+      kKeys,
+      gemma_param_specs,
+      nullptr,
+      gemma_apply};
   return api;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/quote.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/vit.h"
 
@@ -48,14 +49,28 @@ bool apply_variant(const std::string& v, EncoderConfig* e) {
   return false;
 }
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"variant", "string", "null",
+     "a ViT size (mu, Ti, S, M, B, L, So400m, H, g, g-opt, G, G-opt, e): width, depth, mlp_dim, "
+     "num_heads"},
+    {"num_classes", "int", "null", "the head's outputs; None: no head"},
+    {"width", "int", "512", "the encoder's width"},
+    {"depth", "int", "12", "encoder blocks"},
+    {"mlp_dim", "int", "2048", "the MLP's hidden size"},
+    {"num_heads", "int", "8", "attention heads"},
+    {"dropout", "float", "0", "dropout rate"},
+    {"vocab_size", "int", "32000", "the embedding's rows"},
+    {"pool_type", "string", "\"last\"", "last, first, gap, map or max"},
+    {"scan", "bool", "false", "layers stacked in one parameter each"},
+    {"remat_policy", "string", "\"nothing_saveable\"",
+     "recompute layers when scanned (none: keep)"},
+    {"text_len", "int", "64", "tokens per text"},
+};
+
 TextConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "text_transformer: the model config must be a table");
-  static const std::set<std::string> known = {
-      "variant", "num_classes", "width",     "depth", "mlp_dim",      "num_heads",
-      "dropout", "vocab_size",  "pool_type", "scan",  "remat_policy", "text_len"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "text_transformer: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "text_transformer");
   TextConfig c;
   if (cfg.contains("variant") && !cfg["variant"].is_null()) {
     std::string v = cfg["variant"].get<std::string>();
@@ -119,9 +134,8 @@ std::vector<ParamSpec> text_param_specs(const json& cfg) {
   add_encoder_specs(out, c.enc, "Encoder_0");
   if (c.pool_type == "map") add_map_head_specs(out, c.enc);
   if (c.num_classes) {
-    out.push_back(
-        {"head/kernel", {d, c.num_classes}, at::kFloat, Init::kLecunNormal, 0, d, c.num_classes});
-    out.push_back({"head/bias", {c.num_classes}, at::kFloat, Init::kZeros});
+    add_dense(out, "head", {d, c.num_classes}, {c.num_classes}, Init::kLecunNormal, d,
+              c.num_classes);
   }
   return out;
 }
@@ -167,7 +181,10 @@ const ModelApi& text_transformer_api() {
       "proj.image_text.text_transformer",
       "proj.image_text.text_transformer(variant='B', vocab_size=32000, pool_type='last', "
       "num_classes=None, text_len=64): the SigLIP/LiT text encoder",
-      text_param_specs, nullptr, text_apply};
+      kKeys,
+      text_param_specs,
+      nullptr,
+      text_apply};
   return api;
 }
 

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -29,13 +28,20 @@ struct TowersConfig {
   double bias_init = 0;
 };
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"image", "table", "{}", "the image tower's options (model:vit)", "image_model"},
+    {"text", "table", "{}", "the text tower's options", "text_model"},
+    {"image_model", "string", "\"vit\"", "only vit"},
+    {"text_model", "string", "\"proj.image_text.text_transformer\"", "only this one"},
+    {"out_dim", "int|list", "128", "both towers' output size, or {img, txt} (None: no head)"},
+    {"temperature_init", "float", "1.0", "the learned temperature's start"},
+    {"bias_init", "float", "null", "a learned bias starting here (SigLIP); None: no bias"},
+};
+
 TowersConfig parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "two_towers: the model config must be a table");
-  static const std::set<std::string> known = {
-      "image", "text", "image_model", "text_model", "out_dim", "temperature_init", "bias_init"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "two_towers: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "two_towers");
   for (const char* key : {"image_model", "text_model"}) {
     if (cfg.contains(key)) {
       std::string want = std::string(key) == "image_model" ? "vit"
@@ -166,7 +172,10 @@ const ModelApi& two_towers_api() {
       "proj.image_text.two_towers",
       "proj.image_text.two_towers(image={...}, text={...}, out_dim=128, temperature_init=1.0, "
       "bias_init=None): SigLIP/LiT image and text towers with a learned temperature (and bias)",
-      towers_param_specs, towers_init_fixed, towers_apply};
+      kKeys,
+      towers_param_specs,
+      towers_init_fixed,
+      towers_apply};
   return api;
 }
 

@@ -9,9 +9,8 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include <set>
-
 #include "core/error.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/ppp/gemma.h"
 #include "models/proj/paligemma/paligemma.h"
@@ -28,14 +27,21 @@ struct Parts {
   int64_t width = 0;  // the LLM's width: what img/head projects to
 };
 
+// The config keys: the parser refuses others, bv.config_keys documents them (ModelApi::keys).
+constexpr ConfigKey kKeys[] = {
+    {"img", "table", "{\"pool_type\":\"none\",\"scan\":true,\"variant\":\"So400m/14\"}",
+     "the image encoder's options, merged over the default", "img_model"},
+    {"llm", "table", "{\"variant\":\"gemma_2b\",\"vocab_size\":257152}",
+     "Gemma's options, merged over the default", "llm_model"},
+    {"img_model", "string", "\"vit\"", "vit or bit"},
+    {"llm_model", "string", "\"ppp.gemma\"", "the language model"},
+};
+
 // The two sub-configs with PaliGemma's defaults: So400m/14 with pool none and scan, the ViT head
 // sized to the LLM's width, Gemma 2B with the loc and seg tokens (257152).
 Parts parse_config(const json& cfg) {
   BV_CHECK(cfg.is_object(), "paligemma: the model config must be a table");
-  static const std::set<std::string> known = {"img", "llm", "img_model", "llm_model"};
-  for (const auto& [key, v] : cfg.items()) {
-    BV_CHECK(known.count(key), "paligemma: unknown config key '", key, "'");
-  }
+  check_config_keys(cfg, kKeys, "paligemma");
   Parts p;
   std::string img_model = "vit";
   if (cfg.contains("img_model")) {
@@ -85,9 +91,7 @@ std::vector<ParamSpec> paligemma_param_specs(const json& cfg) {
     if (p.bit) {
       append_prefixed(out, bit_api().param_specs(p.img), "img/");
       int64_t c = bit_channels(p.img);
-      out.push_back(
-          {"img/head/kernel", {c, p.width}, at::kFloat, Init::kLecunNormal, 0, c, p.width});
-      out.push_back({"img/head/bias", {p.width}, at::kFloat, Init::kZeros});
+      add_dense(out, "img/head", {c, p.width}, {p.width}, Init::kLecunNormal, c, p.width);
     } else {
       append_prefixed(out, vit_api().param_specs(p.img), "img/");
     }
@@ -231,6 +235,7 @@ const ModelApi& paligemma_api() {
       "proj.paligemma.paligemma(img={variant='So400m/14', pool_type='none', scan=True}, "
       "llm={variant='gemma_2b', vocab_size=257152}): PaliGemma (image encoder + Gemma with a "
       "prefix-LM mask)",
+      kKeys,
       paligemma_param_specs,
       nullptr,
       paligemma_apply,
