@@ -2,7 +2,7 @@
 // bvlua-core, the program with libtorch and Lua (bindings/main.cpp), for everything else.
 //
 // Why two executables: libtorch's operator registrations and the CUDA libraries it links run
-// before main, about 0.6 s of every start (issue 20), which a question about the version should
+// before main, about 0.6 s of every start, which a question about the version should
 // not pay. exec, not a child process: bvlua-core takes over this process (its pid, signals, exit
 // code and terminal), as if it had been started directly.
 //

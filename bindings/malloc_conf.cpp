@@ -3,8 +3,8 @@
 // Why: a training step allocates and frees the same large tensors every step. glibc's malloc
 // hands blocks over 32 MiB (and, as its threshold moves, smaller ones) back to the kernel with
 // munmap, so every step faults them in again, page by page: training BiT-R26 at 224 px on 2
-// threads took ~100,000 minor page faults a second and spent 40% of its CPU time in the kernel
-// (issue 20). jemalloc keeps freed pages for reuse.
+// threads took ~100,000 minor page faults a second and spent 40% of its CPU time in the kernel.
+// jemalloc keeps freed pages for reuse.
 //
 // The settings:
 // - dirty_decay_ms, muzzy_decay_ms: freed pages are never returned to the kernel. The process
@@ -13,7 +13,7 @@
 //   back at once, whatever the time (a 7.6 MB tensor allocated, freed and allocated again took
 //   1,866 page faults each time under dirty_decay_ms:10000 or 60000, 9 with -1), and BiT-R26's
 //   step (224 px, batch 32, 2 threads) took 2.7 million minor faults instead of 11,000, a third
-//   of its CPU time in the kernel (issue 33).
+//   of its CPU time in the kernel.
 // - lg_extent_max_active_fit: jemalloc merges a freed block of 16 KiB or more with the free
 //   blocks beside it, and by default (6) splits a free block only for a request of at least
 //   1/64 of its size. With decay off nothing else takes such a merged block back: reading a

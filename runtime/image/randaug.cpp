@@ -358,7 +358,7 @@ at::Tensor contrast(const at::Tensor& img, double factor, bool fix) {
     mean = static_cast<float>(static_cast<double>(sum) / static_cast<double>(pixels));
   } else {
     // big_vision sums the 256-bin histogram of the grey image (= the pixel count) and divides
-    // by 256: a "mean" of (H*W)/256 whatever the image shows (issue #109).
+    // by 256: a "mean" of (H*W)/256 whatever the image shows (big_vision issue #109).
     mean = static_cast<float>(pixels) / 256.0f;
   }
   return blend_constant(clip_trunc(mean), in, factor);

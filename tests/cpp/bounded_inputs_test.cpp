@@ -1,4 +1,4 @@
-// Every input bounded (issue 31): messages quote a snippet of what they were given
+// Every input bounded: messages quote a snippet of what they were given
 // (core/quote.h), JSON refuses integers past int64, a batch that cannot fit in memory is refused
 // at its first example (data/pipeline.h), an image over the cap is refused from its header under
 // the name of the cap's config key (image/codec.h), and models refuse a zero dimension.

@@ -1,4 +1,4 @@
-// Training checkpoints under faults (issue 31): a save whose writes fail (a full disk) says which
+// Training checkpoints under faults: a save whose writes fail (a full disk) says which
 // checkpoint is intact and leaves nothing behind; files that are there but cannot be read are
 // reported as unreadable, not as missing; an edited state with a recomputed checksum is refused
 // by its ranges; oversized manifests and LAST files are never read; a stop request ends a resume's

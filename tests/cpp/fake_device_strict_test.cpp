@@ -1,4 +1,4 @@
-// The fake device is as strict as CUDA (issue 29; runtime/device/fake_device.h): each rule below is
+// The fake device is as strict as CUDA (runtime/device/fake_device.h): each rule below is
 // shown to bite, on a use that a plain CPU run (and the fake device before) let through.
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>

@@ -107,7 +107,7 @@ TEST_CASE("randaug invert, posterize, solarize, solarize_add", "[randaug]") {
   CHECK(values(img::solarize(in, 200)) == std::vector<int>{0, 127, 128, 129, 55, 0});
   const std::vector<int> inverted = values(img::invert(in));
   CHECK(values(img::solarize(in, 0)) == inverted);    // nothing is < 0
-  CHECK(values(img::solarize(in, 256)) == inverted);  // 256 is 0 as a uint8 (issue #110)
+  CHECK(values(img::solarize(in, 256)) == inverted);  // 256 is 0 as a uint8 (big_vision issue #110)
   CHECK(values(img::solarize(in, 384)) == values(img::solarize(in, 128)));
 
   // x < 128 ? min(x + add, 255) : x; 0 + 110, 127 + 110 = 237; 128.. unchanged.
